@@ -1,0 +1,24 @@
+"""caravel_lite: a durable background-job queue in your own SQL database, via Peewee.
+
+Importing this package has no side effects: no connection, no table, no global state.
+"""
+from caravel_lite.errors import (CaravelError, InvalidField, OutsideTransaction,
+                                 QueueIdempotencyConflict, SchemaNotReady, UnknownJobType)
+from caravel_lite.migrator import check_schema, migrate
+from caravel_lite.options import QueueOptions
+from caravel_lite.queue import DatabaseQueue
+from caravel_lite.registry import JobRegistry
+from caravel_lite.values import (Cancelled, Dispatch, EnqueueResult, Failure, JobContext,
+                                 JobState, JobStatus, PeekedJob, Priority, QueueCounts,
+                                 QueueLease)
+from caravel_lite.dialect import open_database
+
+__all__ = [
+    "JobRegistry", "JobContext",
+    "DatabaseQueue", "QueueOptions", "Dispatch", "Priority",
+    "EnqueueResult", "QueueLease", "JobStatus", "QueueCounts", "JobState", "Failure",
+    "PeekedJob", "Cancelled",
+    "migrate", "check_schema", "open_database",
+    "CaravelError", "QueueIdempotencyConflict", "SchemaNotReady", "InvalidField",
+    "UnknownJobType", "OutsideTransaction",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from caravel_lite.cli import main
+
+sys.exit(main())

@@ -1,0 +1,194 @@
+"""The one module that knows SQLite, PostgreSQL and MariaDB/MySQL differ.
+
+Everything else asks a :class:`Dialect` for a capability (a placeholder, a column type,
+a collation, how to open a write transaction, whether an error is worth retrying) and
+never branches on the kind of database.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import peewee
+from playhouse import db_url
+
+T = TypeVar("T")
+
+# SQLSTATEs PostgreSQL uses for serialization failures and deadlocks.
+_PG_TRANSIENT = {"40001", "40P01"}
+# MariaDB/MySQL: 1213 deadlock, 1205 lock wait timeout.
+_MYSQL_TRANSIENT = {1213, 1205}
+# MariaDB/MySQL: the server went away or the connection was lost.
+_MYSQL_GONE = {2006, 2013}
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """Capabilities of one kind of database."""
+
+    name: str
+    # True when statements that read then write must take the write lock up front
+    # (SQLite: a deferred transaction that reads first fails with "database is locked"
+    # instead of waiting when another writer holds the lock).
+    immediate_writes: bool
+    # Collation giving exact (case- and trailing-space-sensitive) text comparison, or
+    # None where the default comparison already is exact.
+    exact_collation: Optional[str]
+    # Column type that holds at least 1 MiB of text.
+    payload_type: str
+
+    def param(self, db: peewee.Database) -> str:
+        return db.param
+
+    @contextlib.contextmanager
+    def write_transaction(self, db: peewee.Database) -> Iterator[None]:
+        """A transaction for work that reads before it writes; a savepoint when the
+        caller already has a transaction open (so a failure here leaves theirs usable)."""
+        if db.in_transaction():
+            with db.atomic():
+                yield
+        elif self.immediate_writes:
+            with db.atomic("IMMEDIATE"):
+                yield
+        else:
+            with db.atomic():
+                yield
+
+    def is_transient(self, exc: BaseException) -> bool:
+        """True for a lock conflict that a fresh attempt of the same statement may pass."""
+        original = _original(exc)
+        if self.name == "sqlite":
+            text = str(original).lower()
+            return isinstance(exc, peewee.OperationalError) and (
+                "database is locked" in text or "database is busy" in text)
+        if self.name == "postgres":
+            code = getattr(original, "sqlstate", None) or getattr(original, "pgcode", None)
+            return code in _PG_TRANSIENT
+        code = _mysql_code(original)
+        return code in _MYSQL_TRANSIENT
+
+    def is_disconnect(self, exc: BaseException) -> bool:
+        """True when the connection itself is gone (the next statement reconnects)."""
+        original = _original(exc)
+        if self.name == "mysql":
+            return _mysql_code(original) in _MYSQL_GONE
+        if self.name == "postgres":
+            return isinstance(exc, (peewee.InterfaceError, peewee.OperationalError)) and (
+                getattr(original, "sqlstate", None) in (None, "57P01", "08006", "08003"))
+        return False
+
+
+def _original(exc: BaseException) -> BaseException:
+    # Peewee re-raises driver errors as its own class with the original as args[0].
+    if exc.args and isinstance(exc.args[0], BaseException):
+        return exc.args[0]
+    return exc
+
+
+def _mysql_code(exc: BaseException) -> Optional[int]:
+    if exc.args and isinstance(exc.args[0], int):
+        return exc.args[0]
+    return None
+
+
+SQLITE = Dialect("sqlite", immediate_writes=True, exact_collation=None, payload_type="TEXT")
+POSTGRES = Dialect("postgres", immediate_writes=False, exact_collation=None, payload_type="TEXT")
+MARIADB = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_nopad_bin",
+                  payload_type="MEDIUMTEXT")
+MYSQL = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_0900_bin",
+                payload_type="MEDIUMTEXT")
+
+
+def dialect_of(db: peewee.Database) -> Dialect:
+    """The dialect of a Peewee database. MariaDB and MySQL 8 differ only in the name of
+    their binary no-pad collation, read from the server version once connected."""
+    if isinstance(db, peewee.SqliteDatabase):
+        return SQLITE
+    if isinstance(db, peewee.PostgresqlDatabase):
+        return POSTGRES
+    if isinstance(db, peewee.MySQLDatabase):
+        if db.server_version is None:
+            db.connect(reuse_if_open=True)  # the server version is read on connect
+        return MARIADB if _is_mariadb(db) else MYSQL
+    raise TypeError(f"caravel_lite supports SQLite, PostgreSQL and MariaDB/MySQL, "
+                    f"not {type(db).__name__}")
+
+
+def _is_mariadb(db: peewee.MySQLDatabase) -> bool:
+    return bool(db.mariadb) or (db.server_version or (0,))[0] >= 10
+
+
+def retrying(dialect: Dialect, db: peewee.Database, action: Callable[[], T],
+             attempts: int = 5, on_retry: Optional[Callable[[], None]] = None) -> T:
+    """Run a fenced statement, repeating it on a transient lock conflict.
+
+    Only used outside the caller's transaction: inside one, a deadlock has already
+    rolled the caller's work back and repeating our statement alone would be wrong.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return action()
+        except peewee.DatabaseError as exc:
+            if attempt == attempts or db.in_transaction() or not dialect.is_transient(exc):
+                raise
+            if on_retry is not None:
+                on_retry()
+    raise AssertionError("unreachable")
+
+
+class TransientCounter:
+    """Counts transient errors retried, per process (read by tests and reports)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.value = 0
+
+    def increment(self) -> None:
+        with self._lock:
+            self.value += 1
+
+
+transient_retries = TransientCounter()
+
+
+# --- opening a database from a URL -------------------------------------------------
+
+def _mysql_session_options() -> dict:
+    from pymysql.constants import CLIENT  # imported lazily: an optional driver
+
+    return {
+        # Count matched rather than changed rows, so an UPDATE that writes identical
+        # values still reports the row it fenced.
+        "client_flag": CLIENT.FOUND_ROWS,
+        # Plain reads and conditional UPDATEs under READ COMMITTED did not deadlock under
+        # concurrent claims; REPEATABLE READ with locking reads did.
+        "init_command": "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        "sql_mode": "STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO",
+    }
+
+
+def open_database(url: str, **overrides: Any) -> peewee.Database:
+    """Open (lazily: nothing connects yet) a Peewee database from a URL as
+    ``playhouse.db_url`` reads it, with the session settings caravel_lite expects:
+
+    - ``sqlite:///path``: WAL journal, 5 s busy timeout;
+    - ``postgresql://...``: READ COMMITTED (the server default), autocommit;
+    - ``mysql://...``: READ COMMITTED session, matched-row counting, strict sql_mode.
+    """
+    scheme = urlsplit(url).scheme.split("+")[0]
+    options: dict = {}
+    if scheme == "sqlite":
+        options = {"pragmas": {"journal_mode": "wal", "busy_timeout": 5000}, "timeout": 5}
+    elif scheme == "mysql":
+        options = _mysql_session_options()
+    options.update(overrides)
+    return db_url.connect(url, **options)
+
+
+def with_database_name(url: str, name: str) -> str:
+    """The same server URL pointing at another database (used by tests and tools)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))

@@ -1,0 +1,50 @@
+"""The exceptions caravel_lite raises on purpose.
+
+Every error a caller can act on derives from :class:`CaravelError`. Input errors are
+also ``ValueError`` (and an unknown job type also ``LookupError``) so that code written
+against the built-in hierarchy keeps working.
+"""
+from __future__ import annotations
+
+
+class CaravelError(Exception):
+    """Base class of every error raised deliberately by caravel_lite."""
+
+
+class InvalidField(CaravelError, ValueError):
+    """An argument failed validation; nothing was written.
+
+    ``field`` names the offending argument or option (``"tenant_id"``, ``"queue"``,
+    ``"payload"``, ``"lease_duration"`` ...).
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class UnknownJobType(CaravelError, LookupError):
+    """The job type or wire name is not registered in this process's registry."""
+
+
+class QueueIdempotencyConflict(CaravelError):
+    """The idempotency key is already used by a job with another type or payload.
+
+    An HTTP API would map this to 409 Conflict. The existing job is unchanged.
+    """
+
+    def __init__(self, message: str, existing_id: object = None) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id
+
+
+class SchemaNotReady(CaravelError):
+    """The database lacks caravel_lite's tables or has migrations still pending."""
+
+    def __init__(self, message: str, pending: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.pending = pending
+
+
+class OutsideTransaction(CaravelError):
+    """An operation that must join the caller's transaction ran outside one."""

@@ -1,0 +1,64 @@
+"""Applying and checking caravel_lite's schema: the only code that creates tables.
+
+Scripts live in the top-level ``migrations/`` folder (shipped as
+``caravel_lite.migrations``) and run through Peewee 4's ``playhouse.migrations``
+runner, which records each applied script in a history table.
+"""
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+import peewee
+from playhouse.migrations import Runner
+
+from caravel_lite.errors import SchemaNotReady
+from caravel_lite.schema import HISTORY_TABLE
+
+
+def _package_directory(subpackage: str) -> str:
+    try:
+        from caravel_lite import migrations as package
+    except ImportError:  # running from a source checkout that is not installed
+        root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "migrations")
+    else:
+        root = os.path.dirname(os.path.abspath(package.__file__))
+    return os.path.join(root, subpackage) if subpackage else root
+
+
+QUEUE_MIGRATIONS = ""
+SAMPLE_MIGRATIONS = "sample"
+
+
+def runner(db: peewee.Database, scripts: str = QUEUE_MIGRATIONS,
+           history_table: str = HISTORY_TABLE) -> Runner:
+    return Runner(db, directory=_package_directory(scripts), table_name=history_table)
+
+
+def migrate(db: peewee.Database, *, target: Optional[str] = None) -> List[str]:
+    """Bring ``db`` to caravel_lite's current schema (the jobs and outbox tables).
+
+    Applies only pending scripts, in order, and returns their names; running it again
+    is a no-op that returns ``[]``. One call serves a queue database, an application
+    database holding the outbox, or one database that is both.
+    """
+    return runner(db).up(target)
+
+
+def pending_migrations(db: peewee.Database, scripts: str = QUEUE_MIGRATIONS,
+                       history_table: str = HISTORY_TABLE) -> List[str]:
+    """Names of the scripts not yet applied to ``db`` (all of them on an empty one)."""
+    return [m.name for m in runner(db, scripts, history_table).status()
+            if m.path is not None and not m.applied]
+
+
+def check_schema(db: peewee.Database) -> None:
+    """Raise :class:`SchemaNotReady` naming what is missing unless every caravel_lite
+    migration has been applied to ``db``. Never changes the database."""
+    pending = pending_migrations(db)
+    if pending:
+        raise SchemaNotReady(
+            "caravel_lite schema is not ready: pending migrations " + ", ".join(pending)
+            + " (run caravel_lite.migrate(db) or `python -m caravel_lite migrate`)",
+            tuple(pending))

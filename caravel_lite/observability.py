@@ -1,0 +1,70 @@
+"""Counters, spans and the logger, through the OpenTelemetry API when it is installed
+and as no-ops when it is not. Tags carry only the queue and the failure category:
+never a tenant, key, payload or exception text."""
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Dict, Iterator, Optional
+
+logger = logging.getLogger("caravel_lite")
+
+COUNTERS = ("accepted", "deduplicated", "claimed", "completed", "failed", "retried",
+            "deadlettered", "replayed", "lease_lost")
+
+try:  # OpenTelemetry is optional (extra "otel"); without it every call is a no-op.
+    from opentelemetry import metrics as _otel_metrics
+    from opentelemetry import trace as _otel_trace
+except ImportError:  # pragma: no cover - exercised only where the API is absent
+    _otel_metrics = None
+    _otel_trace = None
+
+
+class Telemetry:
+    """The nine ``caravel.queue.jobs.*`` counters and the per-job span.
+
+    Instruments come from the meter/tracer providers given, or the global ones at the
+    moment this object is built (so tests can install an in-memory reader first).
+    """
+
+    def __init__(self, meter_provider: Any = None, tracer_provider: Any = None) -> None:
+        self._counters: Dict[str, Any] = {}
+        self._tracer = None
+        if _otel_metrics is not None:
+            meter = (meter_provider.get_meter("caravel_lite") if meter_provider is not None
+                     else _otel_metrics.get_meter("caravel_lite"))
+            for name in COUNTERS:
+                self._counters[name] = meter.create_counter(
+                    f"caravel.queue.jobs.{name}", unit="{job}")
+        if _otel_trace is not None:
+            self._tracer = (tracer_provider.get_tracer("caravel_lite") if tracer_provider
+                            is not None else _otel_trace.get_tracer("caravel_lite"))
+
+    def count(self, name: str, queue: str, amount: int = 1, failure: Optional[str] = None) -> None:
+        """Add to a counter; called only after the database change succeeded."""
+        counter = self._counters.get(name)
+        if counter is None or amount <= 0:
+            return
+        tags = {"queue": queue}
+        if failure is not None:
+            tags["failure"] = failure
+        counter.add(amount, tags)
+
+    @contextlib.contextmanager
+    def span(self, name: str, attributes: Dict[str, Any]) -> Iterator[Any]:
+        if self._tracer is None:
+            yield None
+            return
+        with self._tracer.start_as_current_span(name, attributes=attributes) as span:
+            yield span
+
+
+_default: Optional[Telemetry] = None
+
+
+def default_telemetry() -> Telemetry:
+    """A process-wide Telemetry built lazily on first use (never at import)."""
+    global _default
+    if _default is None:
+        _default = Telemetry()
+    return _default

@@ -1,0 +1,70 @@
+"""QueueOptions: the limits a queue runs with, validated when they are built."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Optional
+
+from caravel_lite.errors import InvalidField
+
+MIB = 1024 * 1024
+
+
+def _require_duration(name: str, value: object) -> timedelta:
+    if not isinstance(value, timedelta):
+        raise InvalidField(name, f"must be a datetime.timedelta, got {type(value).__name__}")
+    return value
+
+
+def _require_int(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidField(name, f"must be an int, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidField(name, f"must be between {low} and {high}, got {value}")
+    return value
+
+
+def _require_between(name: str, value: timedelta, low: timedelta, high: timedelta) -> None:
+    if not low <= value <= high:
+        raise InvalidField(name, f"must be between {low} and {high}, got {value}")
+
+
+@dataclass(frozen=True)
+class QueueOptions:
+    """Queue limits. Every field is checked at construction and a bad one raises
+    ``InvalidField`` (a ``ValueError``) naming it.
+
+    - ``lease_duration``: 1 s .. 1 h, default 5 min.
+    - ``lease_renewal_interval``: None (no renewal) or 100 ms .. lease_duration / 2.
+    - ``max_lease_lifetime``: lease_duration .. 7 days, default 1 h; bounds renewals
+      from the claim's start.
+    - ``max_attempts``: 1 .. 100, default 3; frozen on each job at enqueue.
+    - ``retry_delay``: at least 1 ms, default 5 s; doubled per attempt.
+    - ``max_retry_delay``: retry_delay .. 1 day, default 5 min.
+    - ``max_payload_bytes``: 1 .. 1 MiB of UTF-8, default 64 KiB.
+    """
+
+    max_attempts: int = 3
+    max_payload_bytes: int = 64 * 1024
+    lease_duration: timedelta = timedelta(minutes=5)
+    lease_renewal_interval: Optional[timedelta] = None
+    max_lease_lifetime: timedelta = timedelta(hours=1)
+    retry_delay: timedelta = timedelta(seconds=5)
+    max_retry_delay: timedelta = timedelta(minutes=5)
+
+    def __post_init__(self) -> None:
+        _require_int("max_attempts", self.max_attempts, 1, 100)
+        _require_int("max_payload_bytes", self.max_payload_bytes, 1, MIB)
+        lease = _require_duration("lease_duration", self.lease_duration)
+        _require_between("lease_duration", lease, timedelta(seconds=1), timedelta(hours=1))
+        if self.lease_renewal_interval is not None:
+            renewal = _require_duration("lease_renewal_interval", self.lease_renewal_interval)
+            _require_between("lease_renewal_interval", renewal,
+                             timedelta(milliseconds=100), lease / 2)
+        lifetime = _require_duration("max_lease_lifetime", self.max_lease_lifetime)
+        _require_between("max_lease_lifetime", lifetime, lease, timedelta(days=7))
+        retry = _require_duration("retry_delay", self.retry_delay)
+        if retry < timedelta(milliseconds=1):
+            raise InvalidField("retry_delay", f"must be at least 1 ms, got {retry}")
+        cap = _require_duration("max_retry_delay", self.max_retry_delay)
+        _require_between("max_retry_delay", cap, retry, timedelta(days=1))

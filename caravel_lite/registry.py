@@ -1,0 +1,88 @@
+"""JobRegistry: the only map between stable wire names, job types and handlers.
+
+A worker resolves a stored wire name through this registry and nothing else; a name
+that is not registered in this process is a failure (UNKNOWN_JOB_TYPE), never a class
+to import.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Type, TypeVar
+
+from caravel_lite import validation
+from caravel_lite.errors import InvalidField, UnknownJobType
+from caravel_lite.values import JobContext
+
+__all__ = ["JobRegistry", "JobDefinition", "JobContext"]
+
+J = TypeVar("J")
+Handler = Callable[[Any, JobContext], Any]
+
+
+@dataclass(frozen=True)
+class JobDefinition:
+    wire_name: str
+    job_type: type
+    handler: Handler
+    is_async: bool
+
+
+class JobRegistry:
+    """Wire name <-> job type <-> handler. Names are versioned contracts
+    (``"reports.generate.v1"``): keep an old handler registered while its jobs exist.
+
+    A wire name or a job type can be registered once; a second registration of either
+    raises ``ValueError``.
+    """
+
+    def __init__(self) -> None:
+        self._by_name: Dict[str, JobDefinition] = {}
+        self._by_type: Dict[type, JobDefinition] = {}
+        self._lock = threading.Lock()
+
+    def register(self, wire_name: str, job_type: Type[J],
+                 handler: Callable[[J, JobContext], Any]) -> JobDefinition:
+        """Register ``handler`` (sync or ``async def``) for ``job_type`` under ``wire_name``."""
+        validation.check_wire_name(wire_name)
+        if not (isinstance(job_type, type) and dataclasses.is_dataclass(job_type)):
+            raise InvalidField("job_type", "must be a dataclass type")
+        if not callable(handler):
+            raise InvalidField("handler", "must be callable")
+        definition = JobDefinition(wire_name, job_type, handler,
+                                   inspect.iscoroutinefunction(handler))
+        with self._lock:
+            if wire_name in self._by_name:
+                raise InvalidField("wire_name", f"{wire_name!r} is already registered")
+            if job_type in self._by_type:
+                raise InvalidField("job_type", f"{job_type.__name__} is already registered as "
+                                   f"{self._by_type[job_type].wire_name!r}")
+            self._by_name[wire_name] = definition
+            self._by_type[job_type] = definition
+        return definition
+
+    def job(self, wire_name: str, job_type: Type[J]) -> Callable[[Handler], Handler]:
+        """Decorator form of :meth:`register`; returns the handler unchanged."""
+        def decorate(handler: Handler) -> Handler:
+            self.register(wire_name, job_type, handler)
+            return handler
+        return decorate
+
+    def for_job(self, job: object) -> JobDefinition:
+        """The definition for a job instance's exact type; ``UnknownJobType`` if absent."""
+        definition = self._by_type.get(type(job))
+        if definition is None:
+            raise UnknownJobType(f"job type {type(job).__name__} is not registered")
+        return definition
+
+    def for_name(self, wire_name: str) -> Optional[JobDefinition]:
+        """The definition for a stored wire name, or None when it is not registered here."""
+        return self._by_name.get(wire_name)
+
+    def names(self) -> list:
+        return sorted(self._by_name)
+
+    def __contains__(self, wire_name: object) -> bool:
+        return wire_name in self._by_name

@@ -1,0 +1,80 @@
+"""Input rules shared by enqueue, the outbox and the registry. Each check raises
+``InvalidField`` naming the field, before any SQL runs."""
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Optional
+
+from caravel_lite.errors import InvalidField
+from caravel_lite.values import Dispatch, Priority
+
+_NAME = re.compile(r"[a-z0-9._-]+\Z")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+QUEUE_MAX = 64
+WIRE_NAME_MAX = 128
+IDENTITY_MAX = 128
+
+
+def check_name(field: str, value: object, max_length: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidField(field, f"must be a str, got {type(value).__name__}")
+    if not 1 <= len(value) <= max_length:
+        raise InvalidField(field, f"must be 1-{max_length} characters, got {len(value)}")
+    if not _NAME.match(value):
+        raise InvalidField(field, "may only use lowercase letters, digits, '.', '_' and '-'")
+    return value
+
+
+def check_queue(value: object, field: str = "queue") -> str:
+    return check_name(field, value, QUEUE_MAX)
+
+
+def check_wire_name(value: object, field: str = "wire_name") -> str:
+    return check_name(field, value, WIRE_NAME_MAX)
+
+
+def check_identity(field: str, value: object) -> str:
+    """Tenant ids and idempotency keys: not blank, at most 128 characters, no control
+    characters. Compared exactly (case and surrounding spaces are significant)."""
+    if not isinstance(value, str):
+        raise InvalidField(field, f"must be a str, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidField(field, "must not be blank")
+    if len(value) > IDENTITY_MAX:
+        raise InvalidField(field, f"must be at most {IDENTITY_MAX} characters, got {len(value)}")
+    if _CONTROL.search(value):
+        raise InvalidField(field, "must not contain control characters")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+        raise InvalidField(field, "must not contain unpaired surrogates")
+    return value
+
+
+def check_not_before(value: object) -> Optional[datetime]:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidField("not_before", f"must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidField("not_before", "must be timezone-aware (naive datetimes are ambiguous)")
+    return value
+
+
+def check_priority(value: object) -> Priority:
+    if isinstance(value, Priority):
+        return value
+    raise InvalidField("priority", f"must be a caravel_lite.Priority, got {value!r}")
+
+
+def check_dispatch(dispatch: object) -> Dispatch:
+    """Validate every field of a Dispatch; returns it unchanged."""
+    if not isinstance(dispatch, Dispatch):
+        raise InvalidField("dispatch", f"must be a caravel_lite.Dispatch, got {type(dispatch).__name__}")
+    check_queue(dispatch.queue)
+    check_identity("tenant_id", dispatch.tenant_id)
+    if dispatch.idempotency_key is not None:
+        check_identity("idempotency_key", dispatch.idempotency_key)
+    check_not_before(dispatch.not_before)
+    check_priority(dispatch.priority)
+    return dispatch

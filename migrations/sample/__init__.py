@@ -1,0 +1,1 @@
+"""Migrations of the sample worker's results database (not part of the queue schema)."""
