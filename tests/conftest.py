@@ -1,0 +1,108 @@
+"""Fixtures shared by every suite. ``backend`` parametrises a test over the selected
+databases; ``db`` gives it a migrated, empty database; ``db_url`` its URL (for
+subprocesses); ``new_database`` makes further empty, unmigrated databases."""
+from __future__ import annotations
+
+import os
+from typing import Callable, Dict, Iterator
+
+import peewee
+import pytest
+
+from caravel_lite import migrate
+from caravel_lite.dialect import open_database
+
+from tests.databases import (ServerDatabases, clear_tables, in_ci, selected_backends,
+                             unreachable_reason)
+
+_servers: Dict[str, ServerDatabases] = {}
+_migrated: Dict[str, str] = {}
+_reasons: Dict[str, object] = {}
+
+
+def _require(backend: str) -> None:
+    if backend not in _reasons:
+        _reasons[backend] = unreachable_reason(backend)
+    reason = _reasons[backend]
+    if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI=true and {reason}", pytrace=False)
+        pytest.skip(str(reason))
+
+
+def _server(backend: str) -> ServerDatabases:
+    if backend not in _servers:
+        _servers[backend] = ServerDatabases(backend)
+    return _servers[backend]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for server in _servers.values():
+        server.drop_all()
+
+
+@pytest.fixture(params=selected_backends())
+def backend(request) -> str:
+    _require(request.param)
+    return request.param
+
+
+@pytest.fixture
+def new_database(backend, tmp_path) -> Callable[[], str]:
+    """Factory of fresh, empty (unmigrated) databases on the current backend; returns
+    URLs. Server databases are dropped at the end of the session."""
+    counter = iter(range(1_000_000))
+
+    def make() -> str:
+        if backend == "sqlite":
+            return f"sqlite:///{tmp_path / f'db{next(counter)}.sqlite'}"
+        return _server(backend).create()
+    return make
+
+
+@pytest.fixture
+def db_url(backend, tmp_path) -> str:
+    """URL of a migrated database with empty caravel tables."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'queue.sqlite'}"
+        db = open_database(url)
+        with db.connection_context():
+            migrate(db)
+        return url
+    if backend not in _migrated:
+        url = _server(backend).create()
+        db = open_database(url)
+        with db.connection_context():
+            migrate(db)
+        _migrated[backend] = url
+    url = _migrated[backend]
+    db = open_database(url)
+    with db.connection_context():
+        clear_tables(db)
+    return url
+
+
+@pytest.fixture
+def db(db_url) -> Iterator[peewee.Database]:
+    database = open_database(db_url)
+    database.connect()
+    try:
+        yield database
+    finally:
+        if database.in_transaction():
+            database.rollback()
+        database.close()
+
+
+@pytest.fixture
+def connect(db_url) -> Iterator[Callable[[], peewee.Database]]:
+    """Factory of extra connections to the same database (for threads)."""
+    opened = []
+
+    def make() -> peewee.Database:
+        database = open_database(db_url)
+        opened.append(database)
+        return database
+    yield make
+    for database in opened:
+        database.close()
