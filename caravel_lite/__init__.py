@@ -12,6 +12,7 @@ from caravel_lite.values import (Cancelled, Dispatch, EnqueueResult, Failure, Jo
                                  JobState, JobStatus, PeekedJob, Priority, QueueCounts,
                                  QueueLease)
 from caravel_lite.dialect import open_database
+from caravel_lite.worker import QueueWorker
 from caravel_lite.outbox import QueueOutbox, StageResult
 from caravel_lite.relay import OutboxRelay
 
@@ -19,6 +20,7 @@ __all__ = [
     "JobRegistry", "JobContext",
     "DatabaseQueue", "QueueOptions", "Dispatch", "Priority",
     "EnqueueResult", "QueueLease", "JobStatus", "QueueCounts", "JobState", "Failure",
+    "QueueWorker",
     "PeekedJob", "Cancelled",
     "QueueOutbox", "StageResult", "OutboxRelay",
     "migrate", "check_schema", "open_database",

@@ -51,12 +51,35 @@ class Telemetry:
         counter.add(amount, tags)
 
     @contextlib.contextmanager
-    def span(self, name: str, attributes: Dict[str, Any]) -> Iterator[Any]:
+    def span(self, name: str, attributes: Dict[str, Any]) -> Iterator["SpanHandle"]:
+        """A span around one unit of work, yielding a :class:`SpanHandle`.
+
+        An exception escaping the span is not recorded on it: the SDK would store the
+        exception's message, which may quote a payload or a tenant.
+        """
         if self._tracer is None:
-            yield None
+            yield SpanHandle(None)
             return
-        with self._tracer.start_as_current_span(name, attributes=attributes) as span:
-            yield span
+        with self._tracer.start_as_current_span(name, attributes=attributes,
+                                                record_exception=False,
+                                                set_status_on_exception=False) as span:
+            yield SpanHandle(span)
+
+
+class SpanHandle:
+    """The few things caravel_lite records on a span; a no-op without a tracer."""
+
+    def __init__(self, span: Any) -> None:
+        self._span = span
+
+    def set(self, key: str, value: Any) -> None:
+        if self._span is not None:
+            self._span.set_attribute(key, value)
+
+    def error(self) -> None:
+        """Mark the span failed, with no description (a description would be text)."""
+        if self._span is not None and _otel_trace is not None:
+            self._span.set_status(_otel_trace.Status(_otel_trace.StatusCode.ERROR))
 
 
 _default: Optional[Telemetry] = None

@@ -1,0 +1,404 @@
+"""QueueWorker: claims jobs, runs their handlers and records the outcome.
+
+Guarantees:
+
+- At least once. A job is acknowledged (completed or failed) only while its lease is
+  still owned; a handler that ends after its lease deadline, after a rejected renewal
+  or after shutdown was requested writes nothing, and the job is taken again once its
+  lease expires (that claim counts as a new attempt).
+- ``run_once`` returns whether it claimed a job, not whether the job succeeded.
+- A handler's exception is a job failure (``HANDLER_FAILED``), never a worker fault.
+  An unknown wire name (``UNKNOWN_JOB_TYPE``) or a payload that does not decode or is
+  over the queue's current ``max_payload_bytes`` (``INVALID_PAYLOAD``) fails the job
+  without calling any handler. Only the category is stored.
+- Infrastructure errors (the database failing while claiming, acknowledging or
+  renewing) propagate out of ``run_once``/``run``; the worker never swallows them into
+  a retry loop.
+- The handler is told to stop (``ctx.cancelled`` set; an ``async def`` handler's task
+  is cancelled) when the lease deadline passes, when a renewal is rejected or the
+  lease reaches ``max_lease_lifetime``, when a renewal fails with an error, and on
+  shutdown. A sync handler cannot be interrupted: it must look at ``ctx.cancelled``.
+- Lease deadlines are read from the queue's clock (so a test clock drives them); the
+  worker's own waits use real monotonic time. The worker builds no SQL: every database
+  operation goes through :class:`~caravel_lite.queue.DatabaseQueue`.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import signal
+import threading
+import time
+from datetime import timedelta
+from typing import Any, Callable, ContextManager, Iterator, Optional, Union
+
+from caravel_lite import codec, validation
+from caravel_lite.errors import InvalidField
+from caravel_lite.observability import SpanHandle, Telemetry, logger
+from caravel_lite.queue import DatabaseQueue
+from caravel_lite.values import Failure, JobContext, QueueLease
+
+__all__ = ["QueueWorker", "handle_signals"]
+
+SPAN_NAME = "caravel.queue.process"
+
+# Outcomes of one processed job (the span's "outcome" attribute).
+COMPLETED = "completed"
+FAILED = "failed"
+LEASE_LOST = "lease_lost"
+CANCELLED = "cancelled"
+INFRASTRUCTURE_ERROR = "infrastructure_error"
+
+MIN_POLL = timedelta(milliseconds=100)
+MAX_POLL = timedelta(minutes=5)
+
+# Longest the supervisor sleeps between looks at the clock and the stop event: it
+# bounds how late a shutdown reaches a running handler, and lets a manually advanced
+# test clock be noticed, at the cost of a few wake-ups per second per running job.
+SUPERVISOR_TICK = 0.1
+
+Scope = Callable[..., ContextManager[Any]]
+
+
+def _poll_seconds(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
+        raise InvalidField("poll_interval", "must be seconds (a float) or a timedelta, "
+                           f"got {type(value).__name__}")
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not MIN_POLL.total_seconds() <= seconds <= MAX_POLL.total_seconds():
+        raise InvalidField("poll_interval", f"must be between 0.1 and 300 seconds, got {value}")
+    return seconds
+
+
+def _scope_wants_context(scope: Scope) -> bool:
+    """True when the scope factory accepts the JobContext as its one argument."""
+    try:
+        signature = inspect.signature(scope)
+    except (TypeError, ValueError):  # builtins without a signature: call with nothing
+        return False
+    try:
+        signature.bind(object())
+    except TypeError:
+        return False
+    return True
+
+
+class _Control:
+    """What the worker thread and the supervisor thread share for one job.
+
+    ``reason`` is the first reason the job was told to stop (LEASE_LOST or CANCELLED);
+    once set, nothing is acknowledged. ``error`` is an exception the supervisor hit
+    while renewing, re-raised by the worker thread.
+    """
+
+    def __init__(self, lease: QueueLease) -> None:
+        self.lease = lease
+        self.reason: Optional[str] = None
+        self.error: Optional[BaseException] = None
+        self.done = threading.Event()
+        self._lock = threading.Lock()
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._task: Optional[asyncio.Future] = None
+
+    @property
+    def ctx(self) -> JobContext:
+        return self.lease.context
+
+    def cancel(self, reason: str) -> None:
+        with self._lock:
+            if self.reason is None:
+                self.reason = reason
+            self.ctx.cancelled.set()
+            self._cancel_task()
+
+    def attach(self, loop: asyncio.AbstractEventLoop, task: asyncio.Future) -> None:
+        with self._lock:
+            self._loop, self._task = loop, task
+            if self.reason is not None:
+                self._cancel_task()
+
+    def detach(self) -> None:
+        with self._lock:
+            self._loop = self._task = None
+
+    def _cancel_task(self) -> None:
+        if self._loop is not None and self._task is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._task.cancel)
+            except RuntimeError:  # the loop has just closed: nothing left to cancel
+                pass
+
+
+class QueueWorker:
+    """Runs jobs of a :class:`DatabaseQueue`, one at a time, in the calling thread.
+
+    ``scope``: an optional factory of a context manager entered around each handler
+    call and exited after it, also when the handler fails (a unit of work, a database
+    session, a logging context). A factory taking one argument receives the
+    :class:`JobContext`. Its errors count as handler failures.
+
+    ``poll_interval``: how long an idle :meth:`run` waits before claiming again
+    (seconds or a timedelta, 100 ms .. 5 min, default 1 s).
+
+    ``telemetry``: counters and spans; defaults to the queue's.
+    """
+
+    def __init__(self, queue: DatabaseQueue, *, scope: Optional[Scope] = None,
+                 poll_interval: Union[float, timedelta] = 1.0,
+                 telemetry: Optional[Telemetry] = None) -> None:
+        if not isinstance(queue, DatabaseQueue):
+            raise InvalidField("queue", "must be a caravel_lite.DatabaseQueue")
+        if scope is not None and not callable(scope):
+            raise InvalidField("scope", "must be a callable returning a context manager")
+        if telemetry is not None and not isinstance(telemetry, Telemetry):
+            raise InvalidField("telemetry", "must be a caravel_lite Telemetry")
+        self.queue = queue
+        self.scope = scope
+        self.poll_interval = _poll_seconds(poll_interval)
+        self.telemetry = telemetry or queue.telemetry
+        self._scope_gets_ctx = scope is not None and _scope_wants_context(scope)
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def run(self, queue_name: str, stop: Optional[threading.Event] = None) -> None:
+        """Process jobs of ``queue_name`` one after another until ``stop`` is set.
+
+        Takes the next job at once after one finishes; when the queue is empty, waits
+        ``poll_interval`` on ``stop`` (so a stop request ends the wait at once).
+        Setting ``stop`` while a handler runs cancels it and leaves its job leased.
+        Returns normally after a stop; infrastructure errors propagate.
+        """
+        validation.check_queue(queue_name)
+        stop = stop if stop is not None else threading.Event()
+        logger.info("worker started on queue %s", queue_name)
+        try:
+            while not stop.is_set():
+                if not self.run_once(queue_name, stop=stop):
+                    stop.wait(self.poll_interval)
+        except BaseException as exc:
+            logger.info("worker on queue %s stopped by %s", queue_name, type(exc).__name__)
+            raise
+        logger.info("worker on queue %s stopped", queue_name)
+
+    # -- one job ---------------------------------------------------------------------------
+
+    def run_once(self, queue_name: str, *, stop: Optional[threading.Event] = None) -> bool:
+        """Claim at most one job of ``queue_name`` and process it; True if one was
+        claimed (whatever its outcome). ``stop``, when given and set while the handler
+        runs, cancels it and leaves the job leased."""
+        lease = self.queue.claim(queue_name)
+        if lease is None:
+            return False
+        logger.debug("claimed job %s (%s) on queue %s, attempt %d",
+                     lease.job_id, lease.wire_name, queue_name, lease.attempt)
+        attributes = {"queue": queue_name, "job_id": str(lease.job_id),
+                      "wire_name": lease.wire_name}
+        with self.telemetry.span(SPAN_NAME, attributes) as span:
+            try:
+                outcome = self._process(lease, stop)
+            except BaseException:
+                span.set("outcome", INFRASTRUCTURE_ERROR)
+                span.error()
+                raise
+            span.set("outcome", outcome)
+            if outcome == FAILED:
+                span.error()
+        return True
+
+    def _process(self, lease: QueueLease, stop: Optional[threading.Event]) -> str:
+        queue_name = lease.context.queue
+        definition = self.queue.registry.for_name(lease.wire_name)
+        if definition is None:
+            logger.warning("job %s on queue %s: wire name %s is not registered here",
+                           lease.job_id, queue_name, lease.wire_name)
+            return self._fail(lease, Failure.UNKNOWN_JOB_TYPE)
+        if codec.utf8_size(lease.payload) > self.queue.options.max_payload_bytes:
+            logger.warning("job %s on queue %s: payload over max_payload_bytes",
+                           lease.job_id, queue_name)
+            return self._fail(lease, Failure.INVALID_PAYLOAD)
+        try:
+            job = codec.decode(definition.job_type, lease.payload)
+        except codec.PayloadDecodeError:
+            logger.warning("job %s on queue %s: payload does not decode to %s",
+                           lease.job_id, queue_name, definition.job_type.__name__)
+            return self._fail(lease, Failure.INVALID_PAYLOAD)
+        if self._expired(lease):
+            return self._lost(lease, "lease expired before the handler started")
+
+        control = _Control(lease)
+        supervisor = threading.Thread(target=self._supervise, args=(control, stop),
+                                      name=f"caravel-lease-{lease.job_id}", daemon=True)
+        supervisor.start()
+        handler_error: Optional[BaseException] = None
+        try:
+            try:
+                self._call_handler(definition.handler, job, control)
+            except Exception as exc:  # the application's failure, not the worker's
+                handler_error = exc
+            except asyncio.CancelledError as exc:  # raised by our task.cancel()
+                handler_error = exc
+        finally:
+            control.done.set()
+            supervisor.join()
+        if control.error is not None:
+            logger.warning("job %s on queue %s: lease renewal failed with %s",
+                           lease.job_id, queue_name, type(control.error).__name__)
+            raise control.error
+        lease = control.lease  # the newest renewal
+        if control.reason == CANCELLED:
+            logger.info("job %s on queue %s cancelled by shutdown; left leased",
+                        lease.job_id, queue_name)
+            return CANCELLED
+        if control.reason == LEASE_LOST or self._expired(lease):
+            return self._lost(lease, "handler ended after its lease was lost")
+        if handler_error is not None:
+            logger.warning("job %s on queue %s: handler raised %s", lease.job_id,
+                           queue_name, type(handler_error).__name__)
+            return self._fail(lease, Failure.HANDLER_FAILED)
+        if not self.queue.complete(lease):
+            return self._lost(lease, "lease no longer owned at completion")
+        logger.info("job %s on queue %s completed (attempt %d)", lease.job_id,
+                    queue_name, lease.attempt)
+        return COMPLETED
+
+    def _call_handler(self, handler: Callable[..., Any], job: Any, control: _Control) -> None:
+        ctx = control.ctx
+        with self._enter_scope(ctx):
+            if ctx.cancelled.is_set():
+                return  # stopped before it started: the outcome is decided by reason
+            result = handler(job, ctx)
+            if inspect.isawaitable(result):
+                self._run_async(result, control)
+
+    @contextlib.contextmanager
+    def _enter_scope(self, ctx: JobContext) -> Iterator[None]:
+        if self.scope is None:
+            yield
+            return
+        with (self.scope(ctx) if self._scope_gets_ctx else self.scope()):
+            yield
+
+    @staticmethod
+    def _run_async(awaitable: Any, control: _Control) -> None:
+        """Run an async handler on a fresh event loop in this thread; the supervisor
+        cancels its task for real. Cleans up like ``asyncio.run``."""
+        loop = asyncio.new_event_loop()
+        try:
+            task = loop.create_task(_as_coroutine(awaitable))
+            control.attach(loop, task)
+            try:
+                loop.run_until_complete(task)
+            finally:
+                control.detach()
+        finally:
+            try:
+                leftovers = [t for t in asyncio.all_tasks(loop) if not t.done()]
+                for leftover in leftovers:
+                    leftover.cancel()
+                if leftovers:
+                    loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())
+            finally:
+                loop.close()
+
+    # -- the supervisor (lease deadline, renewal, shutdown) ----------------------------------
+
+    def _supervise(self, control: _Control, stop: Optional[threading.Event]) -> None:
+        """Beside the handler: renew the lease on schedule, and cancel the handler when
+        the deadline passes, renewal is refused or fails, or ``stop`` is set."""
+        db = self.queue.db
+        # Peewee connections are per thread: renewing here opens this thread's own
+        # connection, which must be closed when the job ends (never the caller's).
+        owned_connection = db.is_closed()
+        interval = self.queue.options.lease_renewal_interval
+        period = interval.total_seconds() if interval is not None else None
+        next_renewal = time.monotonic() + period if period is not None else None
+        try:
+            while not control.done.is_set():
+                if stop is not None and stop.is_set():
+                    control.cancel(CANCELLED)
+                    return
+                remaining = (control.lease.expires_at - self.queue.clock()).total_seconds()
+                if remaining <= 0:
+                    logger.warning("job %s: lease deadline passed; cancelling the handler",
+                                   control.lease.job_id)
+                    control.cancel(LEASE_LOST)
+                    return
+                if next_renewal is not None and time.monotonic() >= next_renewal:
+                    if not self._renew(control):
+                        return
+                    next_renewal = time.monotonic() + period
+                wait = min(remaining, SUPERVISOR_TICK)
+                if next_renewal is not None:
+                    wait = min(wait, max(next_renewal - time.monotonic(), 0.0))
+                control.done.wait(wait)
+        except BaseException as exc:  # a database error while renewing: a worker fault
+            control.error = exc
+            control.cancel(LEASE_LOST)
+        finally:
+            if owned_connection and not db.is_closed():
+                db.close()
+
+    def _renew(self, control: _Control) -> bool:
+        """One renewal; False when the handler was cancelled because it was refused."""
+        current = control.lease
+        renewed = self.queue.renew(current)
+        if renewed is None:
+            logger.warning("job %s: lease renewal refused (lost or at max_lease_lifetime); "
+                           "cancelling the handler", current.job_id)
+            control.cancel(LEASE_LOST)
+            return False
+        control.lease = renewed
+        return True
+
+    # -- outcomes --------------------------------------------------------------------------
+
+    def _expired(self, lease: QueueLease) -> bool:
+        # Owned means expiry strictly after now: at expiry == now it is already lost.
+        return self.queue.clock() >= lease.expires_at
+
+    def _fail(self, lease: QueueLease, failure: Failure) -> str:
+        if self._expired(lease):
+            return self._lost(lease, "lease expired before the failure was recorded")
+        if not self.queue.fail(lease, failure):
+            return self._lost(lease, "lease no longer owned when recording the failure")
+        return FAILED
+
+    def _lost(self, lease: QueueLease, why: str) -> str:
+        self.telemetry.count("lease_lost", lease.context.queue)
+        logger.warning("job %s on queue %s not acknowledged: %s", lease.job_id,
+                       lease.context.queue, why)
+        return LEASE_LOST
+
+
+async def _as_coroutine(awaitable: Any) -> Any:
+    return await awaitable
+
+
+@contextlib.contextmanager
+def handle_signals(stop: threading.Event) -> Iterator[threading.Event]:
+    """Make SIGTERM and SIGINT set ``stop`` while the block runs, then restore the
+    previous handlers. Must be used in the main thread (Python delivers signals there).
+
+    A second SIGINT after ``stop`` is already set raises ``KeyboardInterrupt``, so a
+    handler that ignores cancellation can still be interrupted from a terminal.
+    """
+    def request_stop(signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT and stop.is_set():
+            raise KeyboardInterrupt
+        logger.info("received %s; stopping after the current job",
+                    signal.Signals(signum).name)
+        # Set from another thread: the signal handler runs in the main thread, which
+        # may be inside stop.wait() holding the event's internal lock, and Event.set()
+        # would then deadlock on it.
+        threading.Thread(target=stop.set, name="caravel-stop", daemon=True).start()
+
+    previous = {signum: signal.signal(signum, request_stop)
+                for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
