@@ -34,6 +34,10 @@ def up(migrator, db):
         class Meta:
             database = db
             table_name = "caravel_jobs"
+            # Name indexes after the table (caravel_jobs_...), as the runtime models do,
+            # not after this frozen class: index names share one namespace per schema on
+            # PostgreSQL and SQLite, and an application's own `Job` model must not clash.
+            legacy_table_names = False
             indexes = (
                 (("queue", "state", "priority", "available_at", "enqueued_at", "id"), False),
                 (("queue", "state", "lease_expires_at"), False),

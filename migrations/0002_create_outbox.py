@@ -28,6 +28,9 @@ def up(migrator, db):
         class Meta:
             database = db
             table_name = "caravel_outbox"
+            # Name indexes after the table (caravel_outbox_...), as the runtime models
+            # do, not after this frozen class (see 0001_create_jobs).
+            legacy_table_names = False
             indexes = (
                 (("dispatched_at", "set_aside_at", "staged_at", "id"), False),
             )

@@ -1,0 +1,72 @@
+"""Reading query plans: the only dialect-specific code of the contract suite.
+
+Each entry of PLANS runs the database's EXPLAIN over a statement and reports what the
+tests care about: which index drives the query, whether the table is scanned in full,
+and whether the rows are sorted after reading (instead of coming in index order)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Sequence
+
+import peewee
+
+
+@dataclass(frozen=True)
+class Plan:
+    index: Optional[str]   # the index the plan reads, if any
+    full_scan: bool        # the whole table is read
+    sorts: bool            # an explicit sort step (rows not read in index order)
+    text: str              # the raw plan, for failure messages
+
+
+def _sqlite(db: peewee.Database, sql: str, params: Sequence) -> Plan:
+    rows = db.execute_sql("EXPLAIN QUERY PLAN " + sql, params).fetchall()
+    details = [r[-1] for r in rows]
+    index = None
+    for detail in details:
+        if " USING " in detail and "INDEX " in detail:
+            index = detail.split("INDEX ", 1)[1].split(" ", 1)[0]
+    return Plan(index,
+                any(d.startswith("SCAN ") and "INDEX" not in d for d in details),
+                any("TEMP B-TREE" in d for d in details),
+                "\n".join(details))
+
+
+def _postgres(db: peewee.Database, sql: str, params: Sequence) -> Plan:
+    lines = [r[0] for r in db.execute_sql("EXPLAIN " + sql, params).fetchall()]
+    index = None
+    for line in lines:
+        for marker in ("Index Scan using ", "Index Only Scan using ", "Bitmap Index Scan on "):
+            if marker in line:
+                index = line.split(marker, 1)[1].split(" ", 1)[0]
+    return Plan(index,
+                any("Seq Scan" in line for line in lines),
+                any(line.strip().startswith(("Sort ", "->  Sort ", "Incremental Sort"))
+                    or "->  Sort" in line for line in lines),
+                "\n".join(lines))
+
+
+def _mysql(db: peewee.Database, sql: str, params: Sequence) -> Plan:
+    cursor = db.execute_sql("EXPLAIN " + sql, params)
+    names = [d[0].lower() for d in cursor.description]
+    rows = [dict(zip(names, r)) for r in cursor.fetchall()]
+    jobs = [r for r in rows if r.get("table") == "caravel_jobs"]
+    index = jobs[0]["key"] if jobs else None
+    return Plan(index,
+                any(r.get("type") == "ALL" for r in jobs),
+                any("filesort" in (r.get("extra") or "").lower() for r in jobs),
+                "\n".join(str(r) for r in rows))
+
+
+PLANS: Dict[str, Callable[[peewee.Database, str, Sequence], Plan]] = {
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+    "mysql": _mysql,
+}
+
+# Refreshing the planner's statistics after bulk loading.
+ANALYZE: Dict[str, str] = {
+    "sqlite": "ANALYZE",
+    "postgres": "ANALYZE caravel_jobs",
+    "mysql": "ANALYZE TABLE caravel_jobs",
+}
