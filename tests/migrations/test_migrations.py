@@ -33,6 +33,7 @@ EXPECTED_INDEXES = {
         ("caravel_outbox_dedup_key", ("dedup_key",), True),
     },
 }
+INTEGER_64 = {"sqlite": "integer", "postgres": "bigint", "mysql": "bigint"}
 EXACT_TEXT = ("queue", "tenant_id", "idempotency_key", "wire_name")
 
 
@@ -77,7 +78,8 @@ def test_column_types_hold_what_the_queue_stores(fresh, backend):
     columns = {c.name: c.data_type.lower() for c in fresh.get_columns(JOBS_TABLE)}
     for instant in ("available_at", "enqueued_at", "lease_expires_at", "claimed_at",
                     "updated_at", "finished_at"):
-        assert columns[instant] == "bigint", (instant, columns[instant])
+        # SQLite's INTEGER is 64-bit; elsewhere BIGINT (never DATETIME).
+        assert columns[instant] == INTEGER_64[backend], (instant, columns[instant])
     assert "date" not in " ".join(columns.values())
     if backend == "mysql":
         assert columns["payload"] in ("mediumtext", "longtext")
