@@ -1,0 +1,98 @@
+"""The one interface every peer implements, and what a peer may answer instead.
+
+Parent side: ``install`` (schema in a fresh database), ``enqueue_one``/``enqueue_bulk``,
+``prefill``, ``add_history``, ``claim_each``, ``enqueue_stamped``. Worker-process side:
+``drain`` (process until empty, return the count) and ``serve`` (a worker with the
+library's default settings until ``stop`` is set; handlers call ``bench.probe.hit``).
+A method a peer cannot honestly provide raises :class:`NotApplicable` with the reason,
+which the table prints instead of a number.
+"""
+from __future__ import annotations
+
+import importlib.util
+import time
+from typing import Any, Optional, Tuple
+
+from bench.targets import Target
+from bench.timing import Sample, timed_each
+
+QUEUE = "bench"
+
+
+class NotApplicable(Exception):
+    """This peer does not do this (the message says why); nothing was measured."""
+
+
+class Peer:
+    name = "?"
+    kinds: Tuple[str, ...] = ()        # sqlite, postgres, mysql
+    requires: Tuple[str, ...] = ()     # importable modules the peer needs
+    scenarios: Optional[Tuple[str, ...]] = None  # None: every scenario
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    @classmethod
+    def unavailable(cls, kind: str) -> Optional[str]:
+        """Why this peer cannot run on ``kind`` (None when it can)."""
+        if kind not in cls.kinds:
+            return "n/a"
+        missing = [m for m in cls.requires if importlib.util.find_spec(m) is None]
+        if missing:
+            return "skipped: pip install " + " ".join(missing)
+        return None
+
+    # -- lifecycle -------------------------------------------------------------------
+    def open(self) -> None:
+        """Connect (in whichever process this runs)."""
+
+    def install(self) -> None:
+        """Create the peer's schema in the fresh database (parent, once per case)."""
+
+    def close(self) -> None:
+        pass
+
+    # -- producer side ---------------------------------------------------------------
+    def enqueue_one(self, i: int) -> None:
+        raise NotApplicable("n/a")
+
+    def enqueue_each(self, n: int) -> Sample:
+        return timed_each(self.enqueue_one, n)
+
+    def enqueue_bulk(self, n: int) -> Sample:
+        """Enqueue n jobs in one call/transaction, timed."""
+        raise NotApplicable("not implemented")
+
+    def prefill(self, n: int) -> None:
+        """Fill the queue with n ready jobs as fast as the peer allows (not timed)."""
+        try:
+            self.enqueue_bulk(n)
+        except NotApplicable:
+            for i in range(n):
+                self.enqueue_one(i)
+
+    def enqueue_stamped(self) -> None:
+        """Enqueue one job carrying ``time.time()`` for the handler to report."""
+        raise NotApplicable("no worker")
+
+    # -- history (scenario 5) --------------------------------------------------------
+    def add_history(self, n: int) -> None:
+        raise NotApplicable("n/a: keeps no history")
+
+    def claim_one(self) -> None:
+        """Claim one job and acknowledge it (fails if nothing was claimed)."""
+        raise NotApplicable("n/a")
+
+    def claim_each(self, n: int) -> Sample:
+        return timed_each(lambda _i: self.claim_one(), n)
+
+    # -- worker-process side ---------------------------------------------------------
+    def drain(self) -> int:
+        raise NotApplicable("n/a")
+
+    def serve(self, stop: Any) -> None:
+        raise NotApplicable("no worker")
+
+
+def stamped() -> float:
+    return time.time()

@@ -1,0 +1,109 @@
+"""caravel_lite through its public API: enqueue, claim + complete."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bench import probe, series
+from bench.peers.base import QUEUE, NotApplicable, Peer, stamped
+from bench.timing import Sample, timed_once
+
+TENANT = "bench-tenant"
+WIRE = "bench.noop.v1"
+
+
+@dataclass(frozen=True)
+class BenchJob:
+    n: int
+    sent: float  # time.time() at enqueue for latency probes, 0.0 otherwise
+
+
+def noop(job: BenchJob, ctx: Any) -> None:
+    if job.sent:
+        probe.hit(job.sent)
+
+
+class CaravelPeer(Peer):
+    name = "caravel_lite"
+    kinds = ("sqlite", "postgres", "mysql")
+    requires = ("caravel_lite",)
+
+    def open(self) -> None:
+        import caravel_lite as cl
+
+        overrides = {}
+        if self.target.kind == "sqlite":
+            overrides = {"pragmas": self.target.sqlite_pragmas}
+        self.cl = cl
+        self.db = cl.open_database(self.target.url, **overrides)
+        self.db.connect(reuse_if_open=True)
+        registry = cl.JobRegistry()
+        registry.register(WIRE, BenchJob, noop)
+        self.queue = cl.DatabaseQueue(self.db, registry)
+        self.dispatch = cl.Dispatch(queue=QUEUE, tenant_id=TENANT)
+
+    def install(self) -> None:
+        self.cl.migrate(self.db)
+
+    def close(self) -> None:
+        if not self.db.is_closed():
+            self.db.close()
+
+    def enqueue_one(self, i: int) -> None:
+        self.queue.enqueue(BenchJob(i, 0.0), self.dispatch)
+
+    def enqueue_bulk(self, n: int) -> Sample:
+        many = getattr(self.queue, "enqueue_many", None)
+        if many is None:
+            raise NotApplicable("not implemented")
+        items = [(BenchJob(i, 0.0), self.dispatch) for i in range(n)]
+        return timed_once(lambda: many(items), n)
+
+    def prefill(self, n: int) -> None:
+        with self.db.atomic():
+            for i in range(n):
+                self.enqueue_one(i)
+
+    def enqueue_stamped(self) -> None:
+        self.queue.enqueue(BenchJob(1, stamped()), self.dispatch)
+
+    def claim_one(self) -> None:
+        lease = self.queue.claim(QUEUE)
+        if lease is None or not self.queue.complete(lease):
+            raise RuntimeError("caravel_lite: nothing claimed from a non-empty queue")
+
+    def add_history(self, n: int) -> None:
+        """n COMPLETED rows in the benchmark's own queue, in one raw INSERT ... SELECT."""
+        kind = self.target.kind
+        ident = series.concat(kind, "'history-'", "CAST(n AS CHAR(20))"
+                              if kind == "mysql" else "CAST(n AS VARCHAR(20))")
+        self.db.execute_sql(
+            "INSERT INTO caravel_jobs (id, queue, tenant_id, wire_name, payload, priority, "
+            "available_at, max_attempts, state, enqueued_at, attempts, renewals, "
+            "replay_count, updated_at, finished_at, claimed_at) "
+            f"SELECT {ident}, '{QUEUE}', '{TENANT}', '{WIRE}', '{{\"n\":0,\"sent\":0.0}}', 2, "
+            "1000 + n, 3, 'completed', 1000 + n, 1, 0, 0, 1000 + n, 1000 + n, 1000 + n "
+            f"FROM {series.series(kind, n)}")
+        if kind == "postgres":
+            self.db.execute_sql("ANALYZE caravel_jobs")
+        elif kind == "mysql":
+            self.db.execute_sql("ANALYZE TABLE caravel_jobs")
+        else:
+            self.db.execute_sql("ANALYZE")
+
+    def drain(self) -> int:
+        done = 0
+        misses = 0
+        while misses < 2:  # a lost race can return None once while jobs remain
+            lease = self.queue.claim(QUEUE)
+            if lease is None:
+                misses += 1
+                continue
+            misses = 0
+            done += self.queue.complete(lease)
+        return done
+
+    def serve(self, stop: Any) -> None:
+        from caravel_lite.worker import QueueWorker
+
+        QueueWorker(self.queue).run(QUEUE, stop=stop)  # default settings

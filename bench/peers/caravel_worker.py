@@ -1,0 +1,33 @@
+"""caravel_lite draining through QueueWorker.run_once (handler dispatch included)."""
+from __future__ import annotations
+
+import importlib.util
+from typing import Optional
+
+from bench.peers.base import QUEUE
+from bench.peers.caravel import CaravelPeer
+
+
+class CaravelWorkerPeer(CaravelPeer):
+    name = "caravel_lite QueueWorker"
+    scenarios = ("drain",)
+
+    @classmethod
+    def unavailable(cls, kind: str) -> Optional[str]:
+        if importlib.util.find_spec("caravel_lite.worker") is None:
+            return "not implemented (no caravel_lite.worker)"
+        return super().unavailable(kind)
+
+    def drain(self) -> int:
+        from caravel_lite.worker import QueueWorker
+
+        worker = QueueWorker(self.queue)
+        done = 0
+        misses = 0
+        while misses < 2:
+            if worker.run_once(QUEUE):
+                done += 1
+                misses = 0
+            else:
+                misses += 1
+        return done

@@ -1,0 +1,90 @@
+"""pgqueuer on PostgreSQL through its psycopg async driver."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from bench import probe
+from bench.peers.async_base import AsyncPeer, until_stopped
+from bench.peers.base import stamped
+from bench.timing import Sample, timed_once
+
+ENTRYPOINT = "bench_noop"
+
+
+class PgQueuerPeer(AsyncPeer):
+    name = "pgqueuer"
+    kinds = ("postgres",)
+    requires = ("pgqueuer", "psycopg")
+
+    def open(self) -> None:
+        self.conn = self.run(self._connect())
+
+    async def _connect(self) -> Any:
+        import psycopg
+
+        return await psycopg.AsyncConnection.connect(self.target.url, autocommit=True)
+
+    def _driver(self) -> Any:
+        from pgqueuer import PsycopgDriver
+
+        return PsycopgDriver(self.conn)
+
+    def _queries(self) -> Any:
+        from pgqueuer import Queries
+
+        queries = getattr(self, "_q", None)
+        if queries is None:
+            queries = self._q = Queries(self._driver())
+        return queries
+
+    def install(self) -> None:
+        self.run(self._queries().install())
+
+    def close(self) -> None:
+        self.run(self.conn.close())
+        super().close()
+
+    def enqueue_one(self, i: int) -> None:
+        self.run(self._queries().enqueue(ENTRYPOINT, b"%d" % i))
+
+    def enqueue_bulk(self, n: int) -> Sample:
+        payloads = [b"%d" % i for i in range(n)]
+        queries = self._queries()
+        return timed_once(lambda: self.run(
+            queries.enqueue([ENTRYPOINT] * n, payloads, [0] * n)), n)
+
+    def enqueue_stamped(self) -> None:
+        self.run(self._queries().enqueue(ENTRYPOINT, repr(stamped()).encode()))
+
+    def _manager(self, on_job: Any) -> Any:
+        from pgqueuer import QueueManager
+
+        manager = QueueManager(self._driver())
+
+        @manager.entrypoint(ENTRYPOINT)
+        async def noop(job: Any) -> None:
+            on_job(job)
+        return manager
+
+    def drain(self) -> int:
+        from pgqueuer.domain.types import QueueExecutionMode
+
+        done = [0]
+
+        def count(job: Any) -> None:
+            done[0] += 1
+        manager = self._manager(count)
+        self.run(manager.run(mode=QueueExecutionMode.drain))
+        return done[0]
+
+    def serve(self, stop: Any) -> None:
+        manager = self._manager(lambda job: probe.hit(float(job.payload.decode())))
+
+        async def serve() -> None:
+            watcher = asyncio.ensure_future(until_stopped(stop, manager.shutdown.set))
+            try:
+                await manager.run()  # default settings
+            finally:
+                watcher.cancel()
+        self.run(serve())

@@ -1,0 +1,66 @@
+"""procrastinate on PostgreSQL through its psycopg connector."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from bench import probe
+from bench.peers.async_base import AsyncPeer, until_stopped
+from bench.peers.base import QUEUE, stamped
+from bench.timing import Sample, timed_once
+
+_count = [0]
+
+
+def noop(n: int, sent: float) -> None:
+    _count[0] += 1
+    if sent:
+        probe.hit(sent)
+
+
+class ProcrastinatePeer(AsyncPeer):
+    name = "procrastinate"
+    kinds = ("postgres",)
+    requires = ("procrastinate", "psycopg")
+
+    def open(self) -> None:
+        import procrastinate
+
+        self.app = procrastinate.App(connector=procrastinate.PsycopgConnector(
+            conninfo=self.target.url))
+        self.task = self.app.task(name="bench_noop", queue=QUEUE)(noop)
+        self.run(self.app.open_async())
+
+    def install(self) -> None:
+        self.run(self.app.schema_manager.apply_schema_async())
+
+    def close(self) -> None:
+        self.run(self.app.close_async())
+        super().close()
+
+    def enqueue_one(self, i: int) -> None:
+        self.run(self.task.defer_async(n=i, sent=0.0))
+
+    def enqueue_bulk(self, n: int) -> Sample:
+        kwargs = [{"n": i, "sent": 0.0} for i in range(n)]
+        return timed_once(lambda: self.run(self.task.batch_defer_async(*kwargs)), n)
+
+    def enqueue_stamped(self) -> None:
+        self.run(self.task.defer_async(n=1, sent=stamped()))
+
+    def drain(self) -> int:
+        _count[0] = 0
+        self.run(self.app.run_worker_async(queues=[QUEUE], wait=False,
+                                           install_signal_handlers=False))
+        return _count[0]
+
+    def serve(self, stop: Any) -> None:
+        async def serve() -> None:
+            worker = asyncio.ensure_future(self.app.run_worker_async(
+                queues=[QUEUE], install_signal_handlers=False))  # otherwise defaults
+            await until_stopped(stop, worker.cancel)
+            try:
+                await worker
+            except asyncio.CancelledError:
+                pass
+        self.run(serve())

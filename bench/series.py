@@ -1,0 +1,20 @@
+"""A row source 1..n in each database's own SQL, to insert history in one statement."""
+from __future__ import annotations
+
+
+def series(kind: str, n: int) -> str:
+    """A FROM clause producing one integer column ``n`` with the values 1..n."""
+    n = int(n)
+    if kind == "postgres":
+        return f"generate_series(1, {n}) AS s(n)"
+    if kind == "mysql":
+        # MariaDB's SEQUENCE engine: a virtual table seq_1_to_N with column seq.
+        return f"(SELECT seq AS n FROM seq_1_to_{n}) AS s"
+    return (f"(WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c "
+            f"WHERE n < {n}) SELECT n FROM c) AS s")
+
+
+def concat(kind: str, *parts: str) -> str:
+    if kind == "mysql":
+        return f"CONCAT({', '.join(parts)})"
+    return " || ".join(parts)
