@@ -95,9 +95,16 @@ if sys.version_info >= (3, 10):
     _UNION_TYPES = (typing.Union, types.UnionType)
 
 
+_BARE_CONTAINERS = {list: typing.List[Any], dict: typing.Dict[str, Any],
+                    tuple: typing.Tuple[Any, ...]}
+
+
 def _from_plain(tp: Any, data: Any, path: str) -> Any:
     if tp is Any:
         return data
+    # A bare container annotation (``tags: list``) means "of anything"; without this
+    # such a field was refused at decode time, which made the job impossible to enqueue.
+    tp = _BARE_CONTAINERS.get(tp, tp)
     origin = typing.get_origin(tp)
     if origin in _UNION_TYPES:
         for option in typing.get_args(tp):

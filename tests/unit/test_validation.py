@@ -1,0 +1,60 @@
+"""Input rules shared by enqueue and the outbox (SPEC §4), without a database."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from caravel_lite import Dispatch, InvalidField, Priority
+from caravel_lite.validation import (check_dispatch, check_identity, check_not_before,
+                                     check_queue)
+
+
+@pytest.mark.parametrize("value", ["a", "q" * 64, "reports", "a.b_c-9"])
+def test_valid_queue_names(value):
+    assert check_queue(value) == value
+
+
+@pytest.mark.parametrize("value", ["", "q" * 65, "Reports", "a b", "a\n", "é", None, 3])
+def test_invalid_queue_names(value):
+    with pytest.raises(InvalidField) as info:
+        check_queue(value)
+    assert info.value.field == "queue"
+
+
+@pytest.mark.parametrize("value", ["t", "t" * 128, "Tenant A", " padded ", "ünïcode", "a/b"])
+def test_valid_identities_are_kept_exactly(value):
+    assert check_identity("tenant_id", value) == value
+
+
+@pytest.mark.parametrize("value", ["", " ", "\t\n", "t" * 129, "a\x00", "a\x1f", "a\x7f",
+                                   "a\x85", "a\u2028", "\ud800", None, b"bytes"])
+def test_invalid_identities(value):
+    with pytest.raises(InvalidField) as info:
+        check_identity("idempotency_key", value)
+    assert info.value.field == "idempotency_key"
+
+
+def test_not_before_must_be_aware():
+    aware = datetime(2030, 1, 1, tzinfo=timezone(timedelta(hours=3)))
+    assert check_not_before(aware) is aware
+    assert check_not_before(None) is None
+    for bad in (datetime(2030, 1, 1), "2030-01-01T00:00:00Z", 1_900_000_000):
+        with pytest.raises(InvalidField) as info:
+            check_not_before(bad)
+        assert info.value.field == "not_before"
+
+
+def test_dispatch_defaults_and_type():
+    dispatch = Dispatch("reports", "tenant")
+    assert dispatch.idempotency_key is None and dispatch.not_before is None
+    assert dispatch.priority is Priority.NORMAL
+    assert check_dispatch(dispatch) is dispatch
+    with pytest.raises(InvalidField) as info:
+        check_dispatch({"queue": "reports", "tenant_id": "t"})
+    assert info.value.field == "dispatch"
+
+
+def test_priorities_order_critical_first():
+    assert sorted([Priority.LOW, Priority.NORMAL, Priority.CRITICAL, Priority.HIGH]) == [
+        Priority.CRITICAL, Priority.HIGH, Priority.NORMAL, Priority.LOW]
