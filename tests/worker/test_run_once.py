@@ -208,3 +208,27 @@ def test_poll_interval_accepts_seconds_and_timedeltas():
     queue = DatabaseQueue(peewee.SqliteDatabase(":memory:"), JobRegistry())
     assert QueueWorker(queue, poll_interval=timedelta(milliseconds=100)).poll_interval == 0.1
     assert QueueWorker(queue, poll_interval=300).poll_interval == 300.0
+
+
+def test_freezegun_drives_the_lease_deadline(db):
+    from freezegun import freeze_time
+
+    seen: List[bool] = []
+    registry = JobRegistry()
+    with freeze_time("2031-05-01 12:00:00", tz_offset=0) as frozen:
+        @registry.job("tests.text.v1", Text)
+        def handle(job: Text, ctx: JobContext) -> None:
+            if job.text == "slow":
+                frozen.tick(timedelta(seconds=3))  # past the 2 s lease
+                seen.append(ctx.cancelled.wait(5))
+            else:
+                seen.append(ctx.cancelled.is_set())
+
+        queue = DatabaseQueue(db, registry, options(renew=0.5))
+        fast = enqueue(queue, Text("fast"))
+        assert QueueWorker(queue).run_once(QUEUE) is True
+        slow = enqueue(queue, Text("slow"))
+        assert QueueWorker(queue).run_once(QUEUE) is True
+        assert seen == [False, True]
+        assert status(queue, fast).state is JobState.COMPLETED
+        assert status(queue, slow).state is JobState.LEASED
