@@ -472,8 +472,8 @@ def seeded_status(smoke: Smoke, backend: str) -> None:
         wal = os.path.join(t.directory, "queue.db-wal")
         check(not os.path.exists(wal) or os.path.getsize(wal) == 0,
               "--queue-status wrote to the write-ahead log")
-        return (f"one in each category, no key or payload printed, queue.db byte-identical, "
-                f"no results.db")
+        return (f"one in each category ({json.dumps(found)}), no key or payload printed, "
+                "queue.db byte-identical, no results.db")
 
     step(f"{tag} --queue-status on a seeded database", run)
 
