@@ -197,6 +197,10 @@ class QueueWorker:
         with self.telemetry.span(SPAN_NAME, attributes) as span:
             try:
                 outcome = self._process(lease, stop)
+            except (KeyboardInterrupt, SystemExit):
+                # The process is being stopped; nothing was acknowledged.
+                span.set("outcome", CANCELLED)
+                raise
             except BaseException:
                 span.set("outcome", INFRASTRUCTURE_ERROR)
                 span.error()
