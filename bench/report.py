@@ -27,8 +27,11 @@ What each subject does per job:
   loop without sleeps); pickup and end to end run its default consumer (1 thread worker,
   polling from 0.1 s backing off to 10 s). huey deletes a task's row at dequeue: no
   lease, no history, so no claim-with-history figure.
-- pgqueuer: `Queries.enqueue` (a list for bulk); `QueueManager.run` (defaults: batches of
-  10, LISTEN/NOTIFY) in drain or continuous mode.
+- pgqueuer: `Queries.enqueue` (a list for bulk) over its psycopg driver (asyncpg is not
+  installed); `QueueManager.run` (defaults: batches of 10, LISTEN/NOTIFY) in drain or
+  continuous mode. Its drain mode exits seconds after the queue is empty and it buffers
+  acknowledgements, so for pgqueuer and procrastinate the drain clock stops when the
+  last handler finishes, not when the process exits.
 - procrastinate: `defer_async` / `batch_defer_async`; `run_worker_async` (defaults,
   LISTEN/NOTIFY; `wait=False` to drain).
 - raw drivers: no library, one table, one INSERT + COMMIT per job; claim is one

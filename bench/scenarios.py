@@ -59,13 +59,13 @@ def pickup(peer: Peer, s: Settings) -> Sample:
 
 
 def claim_empty(peer: Peer, s: Settings) -> Sample:
-    _needs(peer, "claim_one", "n/a")
+    _needs(peer, "claim_one", peer.claim_reason)
     peer.prefill(s.claim_jobs)
     return peer.claim_each(s.claim_jobs)
 
 
 def claim_history(peer: Peer, s: Settings) -> Sample:
-    _needs(peer, "claim_one", "n/a")
+    _needs(peer, "claim_one", peer.claim_reason)
     peer.add_history(s.history_rows)
     peer.prefill(s.claim_jobs)
     return peer.claim_each(s.claim_jobs)

@@ -28,6 +28,7 @@ class Peer:
     kinds: Tuple[str, ...] = ()        # sqlite, postgres, mysql
     requires: Tuple[str, ...] = ()     # importable modules the peer needs
     scenarios: Optional[Tuple[str, ...]] = None  # None: every scenario
+    claim_reason = "n/a: no single-claim call"   # why claim_one/add_history are missing
 
     def __init__(self, target: Target) -> None:
         self.target = target
@@ -77,11 +78,11 @@ class Peer:
 
     # -- history (scenario 5) --------------------------------------------------------
     def add_history(self, n: int) -> None:
-        raise NotApplicable("n/a: keeps no history")
+        raise NotApplicable(self.claim_reason)
 
     def claim_one(self) -> None:
         """Claim one job and acknowledge it (fails if nothing was claimed)."""
-        raise NotApplicable("n/a")
+        raise NotApplicable(self.claim_reason)
 
     def claim_each(self, n: int) -> Sample:
         return timed_each(lambda _i: self.claim_one(), n)

@@ -22,6 +22,7 @@ def noop(n: int, sent: float) -> None:
 
 class HueyPeer(Peer):
     requires = ("huey",)
+    claim_reason = "n/a: deletes the row at dequeue, keeps no history"
 
     def make_huey(self) -> Any:
         raise NotImplementedError

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from bench import probe
@@ -60,7 +61,7 @@ class PgQueuerPeer(AsyncPeer):
     def _manager(self, on_job: Any) -> Any:
         from pgqueuer import QueueManager
 
-        manager = QueueManager(self._driver())
+        manager = QueueManager(self._queries())
 
         @manager.entrypoint(ENTRYPOINT)
         async def noop(job: Any) -> None:
@@ -74,6 +75,7 @@ class PgQueuerPeer(AsyncPeer):
 
         def count(job: Any) -> None:
             done[0] += 1
+            self.last_done = time.monotonic()  # drain mode exits seconds after this
         manager = self._manager(count)
         self.run(manager.run(mode=QueueExecutionMode.drain))
         return done[0]

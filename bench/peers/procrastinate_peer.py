@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from bench import probe
@@ -10,10 +11,12 @@ from bench.peers.base import QUEUE, stamped
 from bench.timing import Sample, timed_once
 
 _count = [0]
+_last = [0.0]
 
 
 def noop(n: int, sent: float) -> None:
     _count[0] += 1
+    _last[0] = time.monotonic()
     if sent:
         probe.hit(sent)
 
@@ -52,6 +55,7 @@ class ProcrastinatePeer(AsyncPeer):
         _count[0] = 0
         self.run(self.app.run_worker_async(queues=[QUEUE], wait=False,
                                            install_signal_handlers=False))
+        self.last_done = _last[0] or None
         return _count[0]
 
     def serve(self, stop: Any) -> None:
