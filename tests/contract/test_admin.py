@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -16,14 +16,12 @@ NEAR_MISSES = ["TENANT-A", "Tenant-a", "tenant-a ", " tenant-a", "tenant-a\u00a0
 
 
 def _dead_letter(queue, job=Ping(1), **kw):
+    """Enqueue ``job`` and fail its only attempt (the queue has max_attempts=1)."""
+    assert queue.options.max_attempts == 1
     result = queue.enqueue(job, dispatch(**kw))
-    lease = queue.claim(kw.get("queue", QUEUE))
+    lease = queue.claim(QUEUE)
     assert lease.job_id == result.job_id
-    while queue.fail(lease, Failure.HANDLER_FAILED):
-        if queue.status(result.job_id, kw.get("queue", QUEUE),
-                        kw.get("tenant", TENANT)).state == JobState.DEAD_LETTER:
-            break
-        raise AssertionError("expected max_attempts=1")
+    assert queue.fail(lease, Failure.HANDLER_FAILED)
     return result.job_id
 
 
@@ -261,3 +259,16 @@ def test_prune_removes_old_finished_jobs_only_and_forgets_their_keys(db):
         queue.prune(timedelta(days=1), states=[JobState.PENDING])
     with pytest.raises(InvalidField):
         queue.prune(timedelta(days=-1))
+    with pytest.raises(InvalidField):
+        queue.prune(datetime(2030, 1, 1))  # naive
+
+
+def test_prune_can_be_limited_to_one_queue(db):
+    clock = ManualClock()
+    queue = make_queue(db, clock)
+    for name in (QUEUE, "elsewhere"):
+        queue.enqueue(Ping(1), dispatch(queue=name))
+        assert queue.complete(queue.claim(name))
+    clock.advance(timedelta(seconds=1))
+    assert queue.prune(timedelta(0), queue="elsewhere") == 1
+    assert queue.queues() == [QUEUE]

@@ -220,3 +220,12 @@ def test_expired_lease_with_attempts_used_up_is_dead_lettered_by_any_claim(db):
     assert status.state == JobState.DEAD_LETTER
     assert status.last_failure == Failure.ATTEMPTS_EXHAUSTED
     assert status.attempts == 1
+
+
+@pytest.mark.parametrize("name", ["", "Bad", "a b", "q" * 65])
+def test_queue_names_are_validated_on_every_entry_point(db, name):
+    queue = make_queue(db)
+    for call in (queue.claim, queue.size, queue.peek, queue.counts, queue.reclaim_expired):
+        with pytest.raises(ValueError) as info:
+            call(name)
+        assert info.value.field == "queue"

@@ -245,3 +245,25 @@ def test_priority_and_max_attempts_are_stored(db):
     assert status.available_at.utcoffset() == timedelta(0)
     # max_attempts is frozen on the row: a queue with other options sees the old budget.
     assert make_queue(db, max_attempts=2).status(result.job_id, QUEUE, TENANT).max_attempts == 7
+
+
+def test_non_ascii_identities_round_trip_exactly(db):
+    queue = make_queue(db)
+    tenant, key = "tënant-😀-東京", "clé-🔑"
+    result = queue.enqueue(Ping(1), dispatch(key, tenant=tenant, queue="q.utf8"))
+    status = queue.status(result.job_id, "q.utf8", tenant)
+    assert status is not None and status.tenant_id == tenant
+    assert row(db, result.job_id)["idempotency_key"] == key
+    assert queue.enqueue(Ping(1), dispatch(key, tenant=tenant, queue="q.utf8")) == \
+        type(result)(result.job_id, True)
+    assert queue.status(result.job_id, "q.utf8", "tenant-😀-東京") is None
+    assert queue.claim("q.utf8").context.tenant_id == tenant
+
+
+def test_control_characters_inside_a_payload_round_trip(db):
+    """JSON escapes them, so even PostgreSQL (no NUL in text) stores them."""
+    queue = make_queue(db)
+    text = "nul\x00 tab\t bell\x07 line\u2028 quote\" backslash\\"
+    queue.enqueue(Blob(text), dispatch())
+    lease = queue.claim(QUEUE)
+    assert lease.payload == encode(Blob(text))
