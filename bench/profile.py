@@ -1,0 +1,43 @@
+"""Profile one caravel_lite hot path with pyinstrument, in this process.
+
+    python -m bench.profile --database sqlite-normal --path enqueue --jobs 5000
+"""
+from __future__ import annotations
+
+import argparse
+
+from bench import targets
+from bench.peers.caravel import CaravelPeer
+
+PATHS = ("enqueue", "claim")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.profile")
+    p.add_argument("--database", default="sqlite-normal", choices=list(targets.TARGETS))
+    p.add_argument("--path", default="enqueue", choices=PATHS)
+    p.add_argument("--jobs", type=int, default=5000)
+    args = p.parse_args()
+    from pyinstrument import Profiler
+
+    workspace = targets.Workspace()
+    try:
+        with targets.fresh(targets.TARGETS[args.database], workspace) as target:
+            peer = CaravelPeer(target)
+            peer.open()
+            peer.install()
+            if args.path == "claim":
+                peer.prefill(args.jobs)
+            profiler = Profiler(interval=0.0005)
+            with profiler:
+                for i in range(args.jobs):
+                    peer.enqueue_one(i) if args.path == "enqueue" else peer.claim_one()
+            peer.close()
+            print(profiler.output_text(show_all=False))
+    finally:
+        workspace.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
