@@ -16,7 +16,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import peewee
 
-from caravel_lite import validation
 from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros, system_clock
 from caravel_lite.dialect import dialect_of, retrying
 from caravel_lite.errors import InvalidField, OutsideTransaction, QueueIdempotencyConflict
