@@ -21,17 +21,6 @@ from caravel_lite.values import (Failure, JobState, JobStatus, PeekedJob, Priori
                                  QueueCounts)
 
 
-def _job_id(value: object) -> str:
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, str):
-        try:
-            return str(uuid.UUID(value))
-        except ValueError:
-            pass
-    raise InvalidField("job_id", "must be a UUID")
-
-
 class QueueAdmin:
     """Inspection and administration mixed into :class:`DatabaseQueue`."""
 
@@ -47,7 +36,7 @@ class QueueAdmin:
         validation.check_queue(queue)
         validation.check_identity("tenant_id", tenant_id)
         Job = self._jobs
-        return (Job.id == _job_id(job_id)) & (Job.queue == queue) & (Job.tenant_id == tenant_id)
+        return (Job.id == validation.check_uuid("job_id", job_id)) & (Job.queue == queue) & (Job.tenant_id == tenant_id)
 
     def status(self, job_id: Union[uuid.UUID, str], queue: str,
                tenant_id: str) -> Optional[JobStatus]:

@@ -7,7 +7,7 @@ import importlib
 import importlib.util
 import json
 import sys
-from typing import Callable, Dict, List, Optional
+from typing import Callable, List, Optional
 
 from caravel_lite.dialect import open_database
 from caravel_lite.errors import SchemaNotReady

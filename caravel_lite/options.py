@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Optional
 
 from caravel_lite.errors import InvalidField
+from caravel_lite.validation import check_int
 
 MIB = 1024 * 1024
 
@@ -13,14 +14,6 @@ MIB = 1024 * 1024
 def _require_duration(name: str, value: object) -> timedelta:
     if not isinstance(value, timedelta):
         raise InvalidField(name, f"must be a datetime.timedelta, got {type(value).__name__}")
-    return value
-
-
-def _require_int(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidField(name, f"must be an int, got {type(value).__name__}")
-    if not low <= value <= high:
-        raise InvalidField(name, f"must be between {low} and {high}, got {value}")
     return value
 
 
@@ -53,8 +46,8 @@ class QueueOptions:
     max_retry_delay: timedelta = timedelta(minutes=5)
 
     def __post_init__(self) -> None:
-        _require_int("max_attempts", self.max_attempts, 1, 100)
-        _require_int("max_payload_bytes", self.max_payload_bytes, 1, MIB)
+        check_int("max_attempts", self.max_attempts, 1, 100)
+        check_int("max_payload_bytes", self.max_payload_bytes, 1, MIB)
         lease = _require_duration("lease_duration", self.lease_duration)
         _require_between("lease_duration", lease, timedelta(seconds=1), timedelta(hours=1))
         if self.lease_renewal_interval is not None:
@@ -68,3 +61,12 @@ class QueueOptions:
             raise InvalidField("retry_delay", f"must be at least 1 ms, got {retry}")
         cap = _require_duration("max_retry_delay", self.max_retry_delay)
         _require_between("max_retry_delay", cap, retry, timedelta(days=1))
+
+
+def resolve_options(value: object) -> QueueOptions:
+    """The given options, or the defaults for None; anything else is an error."""
+    if value is None:
+        return QueueOptions()
+    if not isinstance(value, QueueOptions):
+        raise InvalidField("options", "must be a caravel_lite.QueueOptions")
+    return value

@@ -18,11 +18,12 @@ import peewee
 
 from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros, system_clock
 from caravel_lite.dialect import dialect_of, retrying
-from caravel_lite.errors import InvalidField, OutsideTransaction, QueueIdempotencyConflict
+from caravel_lite.errors import OutsideTransaction, QueueIdempotencyConflict
 from caravel_lite.ids import new_id
-from caravel_lite.options import QueueOptions
+from caravel_lite import validation
+from caravel_lite.options import QueueOptions, resolve_options
 from caravel_lite.queue import Envelope, prepare_envelope
-from caravel_lite.registry import JobRegistry
+from caravel_lite.registry import JobRegistry, require_registry
 from caravel_lite.schema import OUTBOX_TABLE
 from caravel_lite.values import Dispatch
 
@@ -169,7 +170,7 @@ class OutboxTable:
         return self._write(self.set_aside_sql, (reason.value, now_ms, outbox_id)) == 1
 
     def retry(self, outbox_id: object) -> bool:
-        return self._write(self.retry_sql, (_outbox_id(outbox_id),)) == 1
+        return self._write(self.retry_sql, (validation.check_uuid("outbox_id", outbox_id),)) == 1
 
     def counts(self, now_ms: int) -> OutboxCounts:
         totals = {"pending": 0, "dispatched": 0, "set_aside": 0}
@@ -188,25 +189,6 @@ class OutboxTable:
                                from_ms(r[6])) for r in rows]
 
 
-def _outbox_id(value: object) -> str:
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, str):
-        try:
-            return str(uuid.UUID(value))
-        except ValueError:
-            pass
-    raise InvalidField("outbox_id", "must be a UUID")
-
-
-def check_limit(field: str, value: object, low: int = 1, high: int = 1000) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidField(field, f"must be an int, got {type(value).__name__}")
-    if not low <= value <= high:
-        raise InvalidField(field, f"must be between {low} and {high}, got {value}")
-    return value
-
-
 class QueueOutbox:
     """Stages jobs as intents in the application database's ``caravel_outbox`` table.
 
@@ -218,18 +200,10 @@ class QueueOutbox:
 
     def __init__(self, app_db: peewee.Database, registry: JobRegistry,
                  options: Optional[QueueOptions] = None, *, clock: Clock = system_clock) -> None:
-        if not isinstance(app_db, peewee.Database):
-            raise InvalidField("app_db", "must be a peewee.Database")
-        if not isinstance(registry, JobRegistry):
-            raise InvalidField("registry", "must be a caravel_lite.JobRegistry")
-        if options is not None and not isinstance(options, QueueOptions):
-            raise InvalidField("options", "must be a caravel_lite.QueueOptions")
-        if not callable(clock):
-            raise InvalidField("clock", "must be a callable returning an aware datetime")
-        self.db = app_db
-        self.registry = registry
-        self.options = options or QueueOptions()
-        self.clock = clock
+        self.db = validation.check_database("app_db", app_db)
+        self.registry = require_registry(registry)
+        self.options = resolve_options(options)
+        self.clock = validation.check_clock(clock)
         self._table = OutboxTable(app_db)
 
     def stage(self, job: Any, dispatch: Dispatch) -> StageResult:
@@ -303,7 +277,7 @@ class QueueOutbox:
 
     def set_aside(self, limit: int = 100) -> List[SetAsideIntent]:
         """The intents the relay set aside, oldest first, without their payloads."""
-        return self._table.set_aside_list(check_limit("limit", limit))
+        return self._table.set_aside_list(validation.check_int("limit", limit, 1, 1000))
 
     def retry_set_aside(self, outbox_id: uuid.UUID) -> bool:
         """Make a set-aside intent pending again, once its cause is fixed (the wire name

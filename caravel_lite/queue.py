@@ -12,7 +12,7 @@ import hashlib
 import secrets
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import peewee
 
@@ -24,8 +24,8 @@ from caravel_lite.dialect import dialect_of, retrying, transient_retries
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
 from caravel_lite.ids import new_id
 from caravel_lite.observability import Telemetry, default_telemetry, logger
-from caravel_lite.options import QueueOptions
-from caravel_lite.registry import JobRegistry
+from caravel_lite.options import QueueOptions, resolve_options
+from caravel_lite.registry import JobRegistry, require_registry
 from caravel_lite.statements import Statements
 from caravel_lite.values import (Dispatch, EnqueueResult, Failure, JobContext, Priority,
                                  QueueLease)
@@ -113,18 +113,10 @@ class DatabaseQueue(QueueAdmin):
     def __init__(self, db: peewee.Database, registry: JobRegistry,
                  options: Optional[QueueOptions] = None, *, clock: Clock = system_clock,
                  telemetry: Optional[Telemetry] = None) -> None:
-        if not isinstance(db, peewee.Database):
-            raise InvalidField("db", "must be a peewee.Database")
-        if not isinstance(registry, JobRegistry):
-            raise InvalidField("registry", "must be a caravel_lite.JobRegistry")
-        if options is not None and not isinstance(options, QueueOptions):
-            raise InvalidField("options", "must be a caravel_lite.QueueOptions")
-        if not callable(clock):
-            raise InvalidField("clock", "must be a callable returning an aware datetime")
-        self.db = db
-        self.registry = registry
-        self.options = options or QueueOptions()
-        self.clock = clock
+        self.db = validation.check_database("db", db)
+        self.registry = require_registry(registry)
+        self.options = resolve_options(options)
+        self.clock = validation.check_clock(clock)
         self.telemetry = telemetry or default_telemetry()
         self.dialect = dialect_of(db)
         self._sql = Statements.build(db, CANDIDATES)

@@ -86,3 +86,9 @@ class JobRegistry:
 
     def __contains__(self, wire_name: object) -> bool:
         return wire_name in self._by_name
+
+
+def require_registry(value: object) -> JobRegistry:
+    if not isinstance(value, JobRegistry):
+        raise InvalidField("registry", "must be a caravel_lite.JobRegistry")
+    return value

@@ -17,8 +17,7 @@ from caravel_lite.clock import Clock, floor_ms, now_micros, system_clock
 from caravel_lite.dialect import retrying
 from caravel_lite.errors import CaravelError, InvalidField, QueueIdempotencyConflict
 from caravel_lite.observability import logger
-from caravel_lite.outbox import (OutboxCounts, OutboxTable, PendingIntent, SetAsideReason,
-                                 check_limit)
+from caravel_lite.outbox import OutboxCounts, OutboxTable, PendingIntent, SetAsideReason
 from caravel_lite.queue import DatabaseQueue, Envelope, dedup_digest
 from caravel_lite.values import Priority
 
@@ -38,15 +37,11 @@ class OutboxRelay:
 
     def __init__(self, app_db: peewee.Database, queue: DatabaseQueue, *,
                  clock: Clock = system_clock) -> None:
-        if not isinstance(app_db, peewee.Database):
-            raise InvalidField("app_db", "must be a peewee.Database")
         if not isinstance(queue, DatabaseQueue):
             raise InvalidField("queue", "must be a caravel_lite.DatabaseQueue")
-        if not callable(clock):
-            raise InvalidField("clock", "must be a callable returning an aware datetime")
-        self.db = app_db
+        self.db = validation.check_database("app_db", app_db)
         self.queue = queue
-        self.clock = clock
+        self.clock = validation.check_clock(clock)
         self._table = OutboxTable(app_db)
 
     def _now_ms(self) -> int:
@@ -74,7 +69,7 @@ class OutboxRelay:
         Must not be called inside a transaction on either database: the relay has to
         read only committed intents and commit each job before recording it.
         """
-        check_limit("batch_size", batch_size, 1, MAX_BATCH)
+        validation.check_int("batch_size", batch_size, 1, MAX_BATCH)
         return self._pass(batch_size)[1]
 
     def _pass(self, batch_size: int) -> Tuple[int, int]:
@@ -165,7 +160,7 @@ class OutboxRelay:
         if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)) \
                 or not 0 < poll_interval <= 3600:
             raise InvalidField("poll_interval", "must be a number of seconds in (0, 3600]")
-        check_limit("batch_size", batch_size, 1, MAX_BATCH)
+        validation.check_int("batch_size", batch_size, 1, MAX_BATCH)
         logger.info("outbox relay started")
         try:
             while not stop.is_set():
@@ -188,4 +183,4 @@ class OutboxRelay:
 
     def set_aside(self, limit: int = 100) -> List:
         """Set-aside intents, oldest first, without payloads."""
-        return self._table.set_aside_list(check_limit("limit", limit))
+        return self._table.set_aside_list(validation.check_int("limit", limit, 1, 1000))

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+import uuid
 from datetime import datetime
-from typing import Optional
+from typing import Any, Callable, Optional
+
+import peewee
 
 from caravel_lite.errors import InvalidField
 from caravel_lite.values import Dispatch, Priority
@@ -78,3 +81,36 @@ def check_dispatch(dispatch: object) -> Dispatch:
     check_not_before(dispatch.not_before)
     check_priority(dispatch.priority)
     return dispatch
+
+
+def check_int(field: str, value: object, low: int, high: int) -> int:
+    """An int (not a bool) within [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidField(field, f"must be an int, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidField(field, f"must be between {low} and {high}, got {value}")
+    return value
+
+
+def check_uuid(field: str, value: object) -> str:
+    """A UUID (or its text) in the canonical text form stored in id columns."""
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, str):
+        try:
+            return str(uuid.UUID(value))
+        except ValueError:
+            pass
+    raise InvalidField(field, "must be a UUID")
+
+
+def check_database(field: str, value: object) -> peewee.Database:
+    if not isinstance(value, peewee.Database):
+        raise InvalidField(field, "must be a peewee.Database")
+    return value
+
+
+def check_clock(value: object) -> Callable[[], Any]:
+    if not callable(value):
+        raise InvalidField("clock", "must be a callable returning an aware datetime")
+    return value

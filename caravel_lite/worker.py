@@ -35,7 +35,7 @@ from typing import Any, Callable, ContextManager, Iterator, Optional, Union
 
 from caravel_lite import codec, validation
 from caravel_lite.errors import InvalidField
-from caravel_lite.observability import SpanHandle, Telemetry, logger
+from caravel_lite.observability import Telemetry, logger
 from caravel_lite.queue import DatabaseQueue
 from caravel_lite.values import Failure, JobContext, QueueLease
 

@@ -3,7 +3,6 @@ databases; ``db`` gives it a migrated, empty database; ``db_url`` its URL (for
 subprocesses); ``new_database`` makes further empty, unmigrated databases."""
 from __future__ import annotations
 
-import os
 from typing import Callable, Dict, Iterator
 
 import peewee

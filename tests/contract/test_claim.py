@@ -10,7 +10,7 @@ import pytest
 
 from caravel_lite import Failure, JobContext, JobState, Priority
 from caravel_lite.testing import ManualClock
-from tests.contract.jobs import QUEUE, TENANT, Ping, dispatch, make_queue, ms, row
+from tests.contract.jobs import QUEUE, TENANT, Ping, dispatch, make_queue, row
 
 
 def _claim_all(queue, name=QUEUE):
