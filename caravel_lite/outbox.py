@@ -22,7 +22,7 @@ from caravel_lite.errors import OutsideTransaction, QueueIdempotencyConflict
 from caravel_lite.ids import new_id
 from caravel_lite import validation
 from caravel_lite.options import QueueOptions, resolve_options
-from caravel_lite.queue import Envelope, prepare_envelope
+from caravel_lite.envelope import Envelope, prepare_envelope
 from caravel_lite.registry import JobRegistry, require_registry
 from caravel_lite.schema import OUTBOX_TABLE
 from caravel_lite.values import Dispatch

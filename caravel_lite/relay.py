@@ -18,7 +18,8 @@ from caravel_lite.dialect import retrying
 from caravel_lite.errors import CaravelError, InvalidField, QueueIdempotencyConflict
 from caravel_lite.observability import logger
 from caravel_lite.outbox import OutboxCounts, OutboxTable, PendingIntent, SetAsideReason
-from caravel_lite.queue import DatabaseQueue, Envelope, dedup_digest
+from caravel_lite.envelope import Envelope, dedup_digest
+from caravel_lite.queue import DatabaseQueue
 from caravel_lite.values import Priority
 
 __all__ = ["OutboxRelay"]

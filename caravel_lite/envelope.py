@@ -1,0 +1,70 @@
+"""Envelopes: a job validated and encoded for storage, shared by enqueue and the outbox
+so that both accept exactly the same input and store exactly the same bytes."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from caravel_lite import codec, validation
+from caravel_lite.clock import ceil_ms, floor_ms, to_micros
+from caravel_lite.errors import InvalidField
+from caravel_lite.options import QueueOptions
+from caravel_lite.registry import JobRegistry
+from caravel_lite.values import Dispatch, Priority
+
+
+def dedup_digest(queue: str, tenant_id: str, key: Optional[str]) -> Optional[str]:
+    """sha256 over (queue, tenant, key), length-prefixed so no two triples collide."""
+    if key is None:
+        return None
+    digest = hashlib.sha256()
+    for part in (queue, tenant_id, key):
+        raw = part.encode("utf-8")
+        digest.update(len(raw).to_bytes(4, "big"))
+        digest.update(raw)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A validated, encoded job ready to be written (to the queue or the outbox)."""
+
+    wire_name: str
+    payload: str
+    queue: str
+    tenant_id: str
+    idempotency_key: Optional[str]
+    dedup_key: Optional[str]
+    priority: Priority
+    available_at_ms: int
+    max_attempts: int
+
+
+def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
+                     dispatch: Dispatch, now_us: int) -> Envelope:
+    """Validate and encode; raises before anything touches the database.
+
+    Shared by enqueue and the outbox so both accept exactly the same input.
+    """
+    validation.check_dispatch(dispatch)
+    definition = registry.for_job(job)
+    payload = codec.encode(job)
+    size = codec.utf8_size(payload)
+    if size > options.max_payload_bytes:
+        raise InvalidField("payload", f"{size} bytes exceeds max_payload_bytes "
+                           f"({options.max_payload_bytes})")
+    try:
+        # Prove now, not at run time, that the stored text decodes back to the type.
+        codec.decode(definition.job_type, payload)
+    except codec.PayloadDecodeError as exc:
+        raise InvalidField("payload", f"does not match {definition.job_type.__name__}'s "
+                           f"annotations: {exc}") from None
+    if dispatch.not_before is not None:
+        due = ceil_ms(to_micros(dispatch.not_before))  # never early
+    else:
+        due = floor_ms(now_us)
+    return Envelope(definition.wire_name, payload, dispatch.queue, dispatch.tenant_id,
+                    dispatch.idempotency_key,
+                    dedup_digest(dispatch.queue, dispatch.tenant_id, dispatch.idempotency_key),
+                    dispatch.priority, due, options.max_attempts)
