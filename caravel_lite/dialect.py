@@ -7,13 +7,17 @@ never branches on the kind of database.
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import peewee
 from playhouse import db_url
+
+from caravel_lite.errors import DatabaseBusy
 
 T = TypeVar("T")
 
@@ -170,22 +174,106 @@ def _mysql_session_options() -> dict:
     }
 
 
+class BusyRetry:
+    """Mixed into the SQLite database class that :func:`open_database` returns.
+
+    SQLite's busy handler waits at most ``busy_timeout`` for another writer and then
+    fails with "database is locked"; its sleeps are not fair, so under several writing
+    processes one of them can lose every time. A statement that fails that way outside
+    a transaction changed nothing (SQLite statements are atomic), so it is run again
+    here after a short randomised pause, ``busy_retries`` times, each counted in
+    :data:`transient_retries`. What still fails, or fails inside a transaction (where
+    only the caller can repeat its whole unit of work), is raised as
+    :class:`~caravel_lite.errors.DatabaseBusy`, which says so; it is still a
+    ``peewee.OperationalError``.
+    """
+
+    busy_retries = 8
+    busy_pause = 0.002  # first pause; doubles up to BUSY_PAUSE_CAP, with jitter
+
+    def execute_sql(self, sql: str, params: Any = None) -> Any:
+        return self._busy_retry(lambda: super(BusyRetry, self).execute_sql(sql, params),
+                                self.in_transaction())
+
+    def begin(self, *args: Any, **kwargs: Any) -> None:
+        # BEGIN IMMEDIATE that times out has started nothing: safe to repeat.
+        self._busy_retry(lambda: super(BusyRetry, self).begin(*args, **kwargs), False)
+
+    def _busy_retry(self, action: Callable[[], T], in_transaction: bool) -> T:
+        pause = self.busy_pause
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            try:
+                return action()
+            except DatabaseBusy:
+                raise
+            except peewee.OperationalError as exc:
+                if not SQLITE.is_transient(exc):
+                    raise
+                if in_transaction or attempt >= self.busy_retries:
+                    raise DatabaseBusy(_busy_message(
+                        in_transaction, attempt + 1, time.monotonic() - started,
+                        self._pragmas_dict().get("busy_timeout"))) from exc
+            attempt += 1
+            transient_retries.increment()
+            time.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 2, BUSY_PAUSE_CAP)
+
+    def _pragmas_dict(self) -> dict:
+        return dict(getattr(self, "_pragmas", None) or ())
+
+
+BUSY_PAUSE_CAP = 0.1
+
+
+def _busy_message(in_transaction: bool, attempts: int, seconds: float,
+                  busy_timeout: Any) -> str:
+    where = ("inside a transaction: the caller must roll back and repeat its whole unit "
+             "of work" if in_transaction else
+             f"after {attempts} attempts over {seconds * 1000:.0f} ms; the statement "
+             "changed nothing and may be repeated")
+    return (f"database is locked: another connection held SQLite's write lock longer "
+            f"than busy_timeout ({busy_timeout} ms) {where}; a longer busy_timeout "
+            f"suits this much write concurrency")
+
+
+_sqlite_classes: dict = {}
+
+
+def _busy_retry_class(cls: type) -> type:
+    """A subclass of a SQLite database class with :class:`BusyRetry` mixed in."""
+    if cls not in _sqlite_classes:
+        _sqlite_classes[cls] = type(cls.__name__, (BusyRetry, cls), {})
+    return _sqlite_classes[cls]
+
+
 def open_database(url: str, **overrides: Any) -> peewee.Database:
     """Open (lazily: nothing connects yet) a Peewee database from a URL as
     ``playhouse.db_url`` reads it, with the session settings caravel_lite expects:
 
-    - ``sqlite:///path``: WAL journal, 5 s busy timeout;
+    - ``sqlite:///path``: WAL journal, 5 s busy timeout, and statements that still find
+      the database locked repeated a few times (see :class:`BusyRetry`;
+      ``busy_retries=0`` turns that off);
     - ``postgresql://...``: READ COMMITTED (the server default), autocommit;
     - ``mysql://...``: READ COMMITTED session, matched-row counting, strict sql_mode.
     """
     scheme = urlsplit(url).scheme.split("+")[0]
     options: dict = {}
+    busy_retries = overrides.pop("busy_retries", None)
     if scheme == "sqlite":
         options = {"pragmas": {"journal_mode": "wal", "busy_timeout": 5000}, "timeout": 5}
     elif scheme == "mysql":
         options = _mysql_session_options()
     options.update(overrides)
-    return db_url.connect(url, **options)
+    database = db_url.connect(url, **options)  # validates the URL; connects to nothing
+    if isinstance(database, peewee.SqliteDatabase):
+        arguments = db_url.parse(url)
+        arguments.update(options)
+        database = _busy_retry_class(type(database))(**arguments)
+        if busy_retries is not None:
+            database.busy_retries = int(busy_retries)
+    return database
 
 
 def with_database_name(url: str, name: str) -> str:

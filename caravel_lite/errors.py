@@ -6,6 +6,8 @@ against the built-in hierarchy keeps working.
 """
 from __future__ import annotations
 
+import peewee
+
 
 class CaravelError(Exception):
     """Base class of every error raised deliberately by caravel_lite."""
@@ -48,3 +50,12 @@ class SchemaNotReady(CaravelError):
 
 class OutsideTransaction(CaravelError):
     """An operation that must join the caller's transaction ran outside one."""
+
+
+class DatabaseBusy(CaravelError, peewee.OperationalError):
+    """SQLite stayed locked by another writer for longer than the library would wait.
+
+    The message says whether the statement can simply be repeated (it ran outside a
+    transaction and changed nothing) or the caller's transaction must be repeated.
+    Still a ``peewee.OperationalError``, so existing handlers of that keep working.
+    """

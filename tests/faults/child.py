@@ -56,6 +56,8 @@ def _open(args: argparse.Namespace) -> peewee.Database:
     if args.busy_ms is not None and args.url.startswith("sqlite"):
         overrides = {"pragmas": {"journal_mode": "wal", "busy_timeout": args.busy_ms},
                      "timeout": args.busy_ms / 1000}
+    if args.no_retry and args.url.startswith("sqlite"):
+        overrides["busy_retries"] = 0
     return open_database(args.url, **overrides)
 
 
@@ -89,6 +91,7 @@ def worker(args: argparse.Namespace) -> int:
             QueueWorker(queue, poll_interval=args.poll).run(jobs.QUEUE, stop=stop)
     except peewee.PeeweeException as exc:
         errors.append(f"{type(exc).__name__}: {exc}")
+        traceback.print_exc()
         code = 1
     _summary(args, errors=errors)
     return code
@@ -111,6 +114,8 @@ def enqueue(args: argparse.Namespace) -> int:
                 accepted.append(str(result.job_id))
             except peewee.PeeweeException as exc:
                 errors.append(f"{type(exc).__name__}: {exc}")
+                if len(errors) == 1:
+                    traceback.print_exc()
             if args.pause_ms:
                 stop.wait(args.pause_ms / 1000)
     _summary(args, accepted=accepted, errors=errors)

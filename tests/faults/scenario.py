@@ -28,6 +28,24 @@ class LoadResult:
     transient_retries: int = 0
     worker_exit_codes: List[int] = field(default_factory=list)
     seconds: float = 0.0
+    drained: bool = False
+
+    def problems(self, result: "jobs.Audit") -> List[str]:
+        """Everything that makes the run a failure (empty when it is clean)."""
+        found = []
+        if not self.accepted:
+            found.append("the enqueuers accepted nothing")
+        if self.caller_errors:
+            found.append(f"{len(self.caller_errors)} error(s) reached a caller, e.g. "
+                         f"{self.caller_errors[0]}")
+        if any(code != 0 for code in self.worker_exit_codes):
+            found.append(f"worker exit codes {self.worker_exit_codes}")
+        if not self.drained:
+            found.append("the workers did not drain the queue")
+        for name in ("lost", "double_applied", "overlapping", "stuck"):
+            if getattr(result, name):
+                found.append(f"{len(getattr(result, name))} job(s) {name}")
+        return found
 
 
 def run_load(children: Children, url: str, *, workers: int, enqueuers: int,
@@ -59,6 +77,9 @@ def run_load(children: Children, url: str, *, workers: int, enqueuers: int,
         wait_for(lambda: open_jobs(db, result.accepted) == 0 or all(
             c.popen.poll() is not None for c in worker_children),
             timeout=drain_timeout, interval=0.05, message="workers to drain the queue")
+        result.drained = open_jobs(db, result.accepted) == 0
+    except AssertionError:
+        result.drained = False
     finally:
         result.seconds = time.monotonic() - started
         children.terminate(worker_children)
