@@ -43,6 +43,11 @@ class Dialect:
     exact_collation: Optional[str]
     # Column type that holds at least 1 MiB of text.
     payload_type: str
+    # How an idle worker learns that another connection may have added a job
+    # (caravel_lite.wakeup): "notify" (a trigger's NOTIFY, heard by LISTEN),
+    # "data_version" (PRAGMA data_version changes when another connection commits) or
+    # "poll" (no cheap signal: claim again every poll_interval).
+    change_signal: str = "poll"
 
     def param(self, db: peewee.Database) -> str:
         return db.param
@@ -98,8 +103,10 @@ def _mysql_code(exc: BaseException) -> Optional[int]:
     return None
 
 
-SQLITE = Dialect("sqlite", immediate_writes=True, exact_collation=None, payload_type="TEXT")
-POSTGRES = Dialect("postgres", immediate_writes=False, exact_collation=None, payload_type="TEXT")
+SQLITE = Dialect("sqlite", immediate_writes=True, exact_collation=None, payload_type="TEXT",
+                 change_signal="data_version")
+POSTGRES = Dialect("postgres", immediate_writes=False, exact_collation=None, payload_type="TEXT",
+                   change_signal="notify")
 MARIADB = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_nopad_bin",
                   payload_type="MEDIUMTEXT")
 MYSQL = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_0900_bin",
