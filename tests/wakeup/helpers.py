@@ -1,0 +1,84 @@
+"""Jobs, queues and a worker loop shared by the wake-up tests."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, List, Optional, Tuple
+
+import peewee
+
+from caravel_lite import DatabaseQueue, Dispatch, JobRegistry, QueueOptions, QueueWorker
+from caravel_lite.wakeup import Waiter
+
+QUEUE = "wakeup"
+OTHER_QUEUE = "wakeup-other"
+TENANT = "tenant-a"
+
+
+@dataclass(frozen=True)
+class Ping:
+    n: int
+
+
+registry = JobRegistry()
+registry.register("wakeup.ping.v1", Ping, lambda job, ctx: None)
+
+
+def make_queue(db: peewee.Database, registry_: JobRegistry = registry,
+               **options: Any) -> DatabaseQueue:
+    return DatabaseQueue(db, registry_, QueueOptions(**options))
+
+
+def enqueue(queue: DatabaseQueue, n: int = 1, *, queue_name: str = QUEUE,
+            delay: Optional[float] = None) -> Any:
+    not_before = (datetime.now(timezone.utc) + timedelta(seconds=delay)
+                  if delay is not None else None)
+    return queue.enqueue(Ping(n), Dispatch(queue=queue_name, tenant_id=TENANT,
+                                           not_before=not_before)).job_id
+
+
+class Recording(Waiter):
+    """Wraps a waiter: records each wait's result and signals when a wait begins."""
+
+    def __init__(self, inner: Waiter) -> None:  # no super().__init__: a pure wrapper
+        self.inner = inner
+        self.results: List[bool] = []
+        self.entered = threading.Event()
+
+    def wait(self, stop: threading.Event, timeout: float) -> bool:
+        self.entered.set()
+        result = self.inner.wait(stop, timeout)
+        self.results.append(result)
+        return result
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def run_worker(worker: QueueWorker, queue_name: str, stop: threading.Event,
+               waiter: Waiter) -> None:
+    """QueueWorker.run's loop with the waiter in place of ``stop.wait(poll_interval)``:
+    the integration proposed for caravel_lite.worker (see caravel_lite.wakeup)."""
+    while not stop.is_set():
+        if not worker.run_once(queue_name, stop=stop):
+            waiter.wait(stop, worker.poll_interval)
+
+
+class Started:
+    """A handler recording when each job started (``time.time()``)."""
+
+    def __init__(self) -> None:
+        self.times: List[Tuple[int, float]] = []
+        self.event = threading.Event()
+
+    def __call__(self, job: Ping, ctx: Any) -> None:
+        self.times.append((job.n, time.time()))
+        self.event.set()
+
+
+def timed_wait(waiter: Waiter, stop: threading.Event, timeout: float) -> Tuple[bool, float]:
+    started = time.monotonic()
+    result = waiter.wait(stop, timeout)
+    return result, time.monotonic() - started
