@@ -43,6 +43,13 @@ class Dialect:
     exact_collation: Optional[str]
     # Column type that holds at least 1 MiB of text.
     payload_type: str
+    # UPDATE ... RETURNING is available (SQLite 3.35+, PostgreSQL; not MariaDB/MySQL).
+    update_returning: bool = False
+    # How one UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING ... can claim
+    # atomically: the row-lock clause its subquery needs ("" where the statement already
+    # runs alone: SQLite has one writer at a time), or None where the claim must take the
+    # portable read-then-fenced-UPDATE path.
+    claim_lock: Optional[str] = None
     # How an idle worker learns that another connection may have added a job
     # (caravel_lite.wakeup): "notify" (a trigger's NOTIFY, heard by LISTEN),
     # "data_version" (PRAGMA data_version changes when another connection commits) or
@@ -104,9 +111,10 @@ def _mysql_code(exc: BaseException) -> Optional[int]:
 
 
 SQLITE = Dialect("sqlite", immediate_writes=True, exact_collation=None, payload_type="TEXT",
-                 change_signal="data_version")
+                 change_signal="data_version", update_returning=True, claim_lock="")
 POSTGRES = Dialect("postgres", immediate_writes=False, exact_collation=None, payload_type="TEXT",
-                   change_signal="notify")
+                   change_signal="notify", update_returning=True,
+                   claim_lock="FOR UPDATE SKIP LOCKED")
 MARIADB = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_nopad_bin",
                   payload_type="MEDIUMTEXT")
 MYSQL = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_0900_bin",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import uuid
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import peewee
 
@@ -25,7 +25,7 @@ from caravel_lite.ids import new_id
 from caravel_lite.observability import Telemetry, default_telemetry, logger
 from caravel_lite.options import QueueOptions, resolve_options
 from caravel_lite.registry import JobRegistry, require_registry
-from caravel_lite.statements import Statements
+from caravel_lite.statements import BatchStatements, Statements
 from caravel_lite.values import (Dispatch, EnqueueResult, Failure, JobContext,
                                  QueueLease)
 
@@ -33,6 +33,29 @@ from caravel_lite.values import (Dispatch, EnqueueResult, Failure, JobContext,
 # the next, and a claim gives up (returns None) after CLAIM_ROUNDS empty-handed rounds.
 CANDIDATES = 4
 CLAIM_ROUNDS = 3
+# Largest claim_many; complete_many and enqueue_many split longer batches into
+# statements of at most this many rows (well under every database's parameter limit).
+MAX_BATCH = 1000
+COMPLETE_CHUNK = 100
+INSERT_CHUNK = 200
+
+
+ENQUEUE_ATTEMPTS = 3
+
+
+class _PartialBatch(Exception):
+    """A batch statement matched fewer rows than it named (rolled back, then settled
+    one by one)."""
+
+
+def _same_job(a: Envelope, b: Envelope) -> bool:
+    return a.wire_name == b.wire_name and a.payload == b.payload
+
+
+def _claim_order(row: Sequence[Any]) -> Tuple[Any, ...]:
+    # (id, attempts, tenant, wire, payload, max_attempts, priority, available_at,
+    # enqueued_at): priority, due time, enqueue time, then id as the tie-breaker.
+    return (row[6], row[7], row[8], row[0])
 
 
 def backoff_micros(options: QueueOptions, attempt: int) -> int:
@@ -63,6 +86,7 @@ class DatabaseQueue(QueueAdmin):
         self.telemetry = telemetry or default_telemetry()
         self.dialect = dialect_of(db)
         self._sql = Statements.build(db, CANDIDATES)
+        self._batch = BatchStatements(db, self.dialect.claim_lock)
         self._lease_us = duration_micros(self.options.lease_duration)
         self._lifetime_us = duration_micros(self.options.max_lease_lifetime)
         super().__init__()
@@ -123,6 +147,100 @@ class DatabaseQueue(QueueAdmin):
         logger.debug("enqueued job %s on queue %s", job_id, envelope.queue)
         return EnqueueResult(job_id, False)
 
+    def enqueue_many(self, items: Sequence[Tuple[Any, Dispatch]]) -> List[EnqueueResult]:
+        """Enqueue several ``(job, dispatch)`` pairs in one transaction (the caller's,
+        through a savepoint, when one is open); result i belongs to item i.
+
+        Every item is validated before any SQL runs, and nothing is written if one is
+        invalid. Idempotency is exactly that of :meth:`enqueue` applied in order: a key
+        already used (by a stored job in any state, or by an earlier item of the batch)
+        with the same wire name and payload answers that job's id with
+        ``already_enqueued=True``; with a different one the whole call raises
+        :class:`QueueIdempotencyConflict` and writes nothing of the batch. New jobs are
+        written with multi-row INSERTs.
+        """
+        if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+            raise InvalidField("items", "must be a sequence of (job, Dispatch) pairs")
+        now_us = self._now_us()
+        envelopes: List[Envelope] = []
+        for index, item in enumerate(items):
+            if not isinstance(item, tuple) or len(item) != 2:
+                raise InvalidField("items", f"item {index} must be a (job, Dispatch) pair")
+            envelopes.append(prepare_envelope(self.registry, self.options, item[0], item[1],
+                                              now_us))
+        if not envelopes:
+            return []
+        ids = [new_id() for _ in envelopes]
+        # The first item of each key speaks for the key; later ones must match it.
+        first: dict = {}
+        for index, envelope in enumerate(envelopes):
+            key = envelope.dedup_key
+            if key is None:
+                continue
+            earlier = first.setdefault(key, index)
+            if earlier != index and not _same_job(envelopes[earlier], envelope):
+                raise QueueIdempotencyConflict(
+                    f"items {earlier} and {index} use one idempotency key for different "
+                    f"types or payloads")
+        for attempt in range(1, ENQUEUE_ATTEMPTS + 1):
+            try:
+                stored = self._enqueue_batch(envelopes, ids, first)
+                break
+            except peewee.IntegrityError:
+                # Another writer took one of our keys between our read and our INSERT;
+                # the batch was rolled back whole: read again and redo it.
+                if attempt == ENQUEUE_ATTEMPTS:
+                    raise
+        results: List[EnqueueResult] = []
+        for index, envelope in enumerate(envelopes):
+            key = envelope.dedup_key
+            if key is None:
+                results.append(EnqueueResult(ids[index], False))
+            elif key in stored:
+                results.append(EnqueueResult(stored[key], True))
+            elif first[key] == index:
+                results.append(EnqueueResult(ids[index], False))
+            else:
+                results.append(EnqueueResult(ids[first[key]], True))
+        for result, envelope in zip(results, envelopes):
+            self.telemetry.count("deduplicated" if result.already_enqueued else "accepted",
+                                 envelope.queue)
+        logger.debug("enqueued a batch of %d job(s)", len(envelopes))
+        return results
+
+    def _enqueue_batch(self, envelopes: List[Envelope], ids: List[uuid.UUID],
+                       first: dict) -> dict:
+        """One transaction: read which keys already have a job (raising on a conflict),
+        insert the rest. Returns {dedup key: existing job id}."""
+        now_ms = floor_ms(self._now_us())
+        stored: dict = {}
+        with self.dialect.write_transaction(self.db):
+            keys = list(first)
+            for start in range(0, len(keys), INSERT_CHUNK):
+                part = keys[start:start + INSERT_CHUNK]
+                rows = self._execute(self._batch.existing_by_dedup(len(part)), part).fetchall()
+                for existing_id, key, wire_name, payload in rows:
+                    envelope = envelopes[first[key]]
+                    if wire_name != envelope.wire_name or payload != envelope.payload:
+                        raise QueueIdempotencyConflict(
+                            "idempotency key already used for a job with a different type "
+                            "or payload", uuid.UUID(existing_id))
+                    stored[key] = uuid.UUID(existing_id)
+            new = [index for index, envelope in enumerate(envelopes)
+                   if envelope.dedup_key is None
+                   or (first[envelope.dedup_key] == index and envelope.dedup_key not in stored)]
+            for start in range(0, len(new), INSERT_CHUNK):
+                part = new[start:start + INSERT_CHUNK]
+                params: List[Any] = []
+                for index in part:
+                    e = envelopes[index]
+                    params += (str(ids[index]), e.queue, e.tenant_id, e.idempotency_key,
+                               e.dedup_key, e.wire_name, e.payload, int(e.priority),
+                               e.available_at_ms, e.max_attempts, "pending", now_ms, 0, 0, 0,
+                               now_ms)
+                self._execute(self._batch.insert_many(len(part)), params)
+        return stored
+
     def _existing(self, envelope: Envelope, job_id: uuid.UUID) -> Optional[EnqueueResult]:
         row = None
         if envelope.dedup_key is not None:
@@ -145,6 +263,9 @@ class DatabaseQueue(QueueAdmin):
         A plain read first, so the usual case takes no write lock."""
         if self._execute(self._sql.expired_exists, (queue, now_ms)).fetchone() is None:
             return 0, 0
+        return self._sweep_expired(queue, now_ms)
+
+    def _sweep_expired(self, queue: str, now_ms: int) -> Tuple[int, int]:
         dead = self._fenced(self._sql.sweep_exhausted, (now_ms, now_ms, queue, now_ms))
         reclaimed = self._fenced(self._sql.sweep_reclaimable, (now_ms, queue, now_ms))
         if dead:
@@ -156,28 +277,113 @@ class DatabaseQueue(QueueAdmin):
     def claim(self, queue: str) -> Optional[QueueLease]:
         """Lease the best due job of ``queue`` (priority, due time, enqueue time, id), or
         return None. Exactly one contender wins a job, across threads and processes.
-        Each claim is an attempt."""
+        Each claim is an attempt. Before claiming, expired leases of ``queue`` whose
+        attempts are used up are dead-lettered and the others made claimable."""
+        leases = self.claim_many(queue, 1)
+        return leases[0] if leases else None
+
+    def claim_many(self, queue: str, limit: int) -> List[QueueLease]:
+        """Lease up to ``limit`` (1..1000) due jobs of ``queue`` at once, best first, in
+        as few round trips as the database allows; every lease shares one expiry and is
+        fenced on its own (complete, fail and renew each lease as usual). The same
+        guarantees as :meth:`claim`: one winner per job across threads and processes,
+        each claim an attempt, expired leases swept first. Fewer than ``limit`` (or
+        none) come back when fewer are due or after losing a bounded number of races.
+        """
         validation.check_queue(queue)
+        validation.check_int("limit", limit, 1, MAX_BATCH)
         now_us = self._now_us()
         now_ms = floor_ms(now_us)
-        self._sweep(queue, now_ms)
         expires_ms = ceil_ms(now_us + self._lease_us)
+        if self.dialect.claim_lock is not None:
+            leases = self._claim_returning(queue, limit, now_us, now_ms, expires_ms)
+        else:
+            leases = self._claim_portable(queue, limit, now_us, now_ms, expires_ms)
+        if leases:
+            self.telemetry.count("claimed", queue, len(leases))
+        return leases
+
+    def _lease(self, queue: str, row: Sequence[Any], attempt: int, token: str,
+               expires_ms: int, now_us: int) -> QueueLease:
+        job_id, _, tenant_id, wire_name, payload, max_attempts = row[:6]
+        ident = uuid.UUID(job_id)
+        return QueueLease(ident, attempt, from_ms(expires_ms),
+                          JobContext(ident, queue, tenant_id, attempt), wire_name, payload,
+                          token, now_us, max_attempts)
+
+    def _claim_returning(self, queue: str, limit: int, now_us: int, now_ms: int,
+                         expires_ms: int) -> List[QueueLease]:
+        """One UPDATE ... RETURNING takes the best due rows (PostgreSQL: rows locked by
+        another claim are skipped; SQLite: the statement runs under the single write
+        lock). It claims nothing while the queue holds an expired lease; then the sweep
+        runs and the claim is repeated once."""
+        sql = self._batch.claim_returning(limit)
+        for _ in range(2):
+            token = secrets.token_hex(16)
+            params = (queue, now_ms, token, expires_ms, now_ms, now_ms, queue, now_ms)
+            rows = retrying(self.dialect, self.db,
+                            lambda: self.db.execute_sql(sql, params).fetchall(),
+                            on_retry=transient_retries.increment)
+            if rows:
+                rows.sort(key=_claim_order)
+                # RETURNING shows the row after the update: attempts already counts this claim.
+                return [self._lease(queue, row, row[1], token, expires_ms, now_us)
+                        for row in rows]
+            if self._sweep(queue, now_ms) == (0, 0):
+                return []
+        return []
+
+    def _claim_portable(self, queue: str, limit: int, now_us: int, now_ms: int,
+                        expires_ms: int) -> List[QueueLease]:
+        """Read the best due candidates (and whether any lease expired) in one
+        statement, then take them with one UPDATE fenced on each row's observed state;
+        a lost race moves on to the next candidates, for a bounded number of rounds."""
+        read = self._batch.claim_read(limit + CANDIDATES - 1)
+        leases: List[QueueLease] = []
+        tried: set = set()
+        swept = False
         for _ in range(CLAIM_ROUNDS):
-            rows = self._execute(self._sql.candidates, (queue, now_ms)).fetchall()
-            if not rows:
-                return None
-            for job_id, attempts, tenant_id, wire_name, payload, max_attempts in rows:
-                token = secrets.token_hex(16)
-                taken = self._fenced(self._sql.take, (token, expires_ms, now_ms, now_ms,
-                                                      job_id, attempts, now_ms))
-                if taken == 1:
-                    self.telemetry.count("claimed", queue)
-                    attempt = attempts + 1
-                    ident = uuid.UUID(job_id)
-                    context = JobContext(ident, queue, tenant_id, attempt)
-                    return QueueLease(ident, attempt, from_ms(expires_ms), context, wire_name,
-                                      payload, token, now_us, max_attempts)
-        return None
+            rows = self._execute(read, (queue, now_ms, queue, now_ms)).fetchall()
+            if not swept and any(row[0] == 1 for row in rows):
+                swept = True
+                self._sweep_expired(queue, now_ms)
+                rows = self._execute(read, (queue, now_ms, queue, now_ms)).fetchall()
+            candidates = sorted((row[1:] for row in rows if row[0] == 0
+                                 and row[1] not in tried), key=_claim_order)
+            if not candidates:
+                break
+            while candidates and len(leases) < limit:
+                batch = candidates[:limit - len(leases)]
+                del candidates[:len(batch)]
+                tried.update(row[0] for row in batch)
+                leases += self._take(queue, batch, now_us, now_ms, expires_ms)
+            if len(leases) >= limit:
+                break
+        return leases
+
+    def _take(self, queue: str, rows: List[Sequence[Any]], now_us: int, now_ms: int,
+              expires_ms: int) -> List[QueueLease]:
+        token = secrets.token_hex(16)
+        if len(rows) == 1:
+            job_id, attempts = rows[0][0], rows[0][1]
+            taken = {job_id} if self._fenced(self._sql.take, (
+                token, expires_ms, now_ms, now_ms, job_id, attempts, now_ms)) == 1 else set()
+        else:
+            ids = [row[0] for row in rows]
+            params: List[Any] = [token, expires_ms, now_ms, now_ms, *ids, now_ms]
+            for row in rows:
+                params += (row[0], row[1])
+            matched = self._fenced(self._batch.take_many(len(rows)), params)
+            if matched == len(rows):
+                taken = set(ids)
+            elif matched == 0:
+                taken = set()
+            else:  # some were lost to another claim: read back which rows hold our token
+                taken = {row[0] for row in self._execute(
+                    self._batch.taken_ids(len(ids)), (*ids, token)).fetchall()}
+        # The UPDATE was fenced on the observed attempt count: each taken row is now at +1.
+        return [self._lease(queue, row, row[1] + 1, token, expires_ms, now_us)
+                for row in rows if row[0] in taken]
 
     # -- lease operations ----------------------------------------------------------------
 
@@ -200,12 +406,79 @@ class DatabaseQueue(QueueAdmin):
 
     def complete(self, lease: QueueLease) -> bool:
         """Mark an owned lease's job COMPLETED. False (nothing changed) if not owned."""
-        now_ms = floor_ms(self._now_us())
-        done = self._fenced(self._sql.complete, (now_ms, now_ms, str(lease.job_id),
-                                                 lease._token, now_ms)) == 1
+        done = self._complete_raw(lease, floor_ms(self._now_us()))
         if done:
             self.telemetry.count("completed", lease.context.queue)
         return done
+
+    def _complete_raw(self, lease: QueueLease, now_ms: int) -> bool:
+        return self._fenced(self._sql.complete, (now_ms, now_ms, str(lease.job_id),
+                                                 lease._token, now_ms)) == 1
+
+    def complete_many(self, leases: Sequence[QueueLease]) -> List[bool]:
+        """Complete a batch of leases, one statement per up to 100 leases; element i of
+        the result says whether ``leases[i]`` was acknowledged. Each row is fenced by
+        its own token and an unexpired lease, exactly as :meth:`complete`: a stale
+        lease is answered False, changes nothing and does not hold back the others."""
+        leases = list(leases)
+        for lease in leases:
+            if not isinstance(lease, QueueLease):
+                raise InvalidField("leases", f"must hold QueueLease values, got {lease!r}")
+        results = [False] * len(leases)
+        now_ms = floor_ms(self._now_us())
+        pending: List[int] = []
+        repeats: List[int] = []
+        seen: set = set()
+        for index, lease in enumerate(leases):
+            ident = str(lease.job_id)
+            # Two leases of one job cannot share a statement (one CASE arm per id);
+            # at most one of them is owned, so a repeat is settled on its own, after.
+            (repeats if ident in seen else pending).append(index)
+            seen.add(ident)
+        for start in range(0, len(pending), COMPLETE_CHUNK):
+            chunk = pending[start:start + COMPLETE_CHUNK]
+            group = [leases[i] for i in chunk]
+            done = self._complete_group(group, now_ms)
+            for index, lease in zip(chunk, group):
+                if str(lease.job_id) in done:
+                    results[index] = True
+                    self.telemetry.count("completed", lease.context.queue)
+        for index in repeats:
+            results[index] = self.complete(leases[index])
+        return results
+
+    def _complete_group(self, group: List[QueueLease], now_ms: int) -> set:
+        if len(group) == 1:
+            lease = group[0]
+            return {str(lease.job_id)} if self._complete_raw(lease, now_ms) else set()
+        ids = [str(lease.job_id) for lease in group]
+        params: List[Any] = [now_ms, now_ms, *ids, now_ms]
+        for lease in group:
+            params += (str(lease.job_id), lease._token)
+        if self.dialect.update_returning:
+            sql = self._batch.complete_many_returning(len(group))
+            rows = retrying(self.dialect, self.db,
+                            lambda: self.db.execute_sql(sql, params).fetchall(),
+                            on_retry=transient_retries.increment)
+            return {row[0] for row in rows}
+        # Without RETURNING the row count cannot say which leases were stale. The batch
+        # runs in a transaction that is kept only when every lease matched; otherwise
+        # it is rolled back and each lease is settled on its own (rare: a stale lease).
+        sql = self._batch.complete_many(len(group))
+
+        def all_or_nothing() -> bool:
+            try:
+                with self.dialect.write_transaction(self.db):
+                    if self.db.execute_sql(sql, params).rowcount != len(group):
+                        raise _PartialBatch
+            except _PartialBatch:
+                return False
+            return True
+
+        if retrying(self.dialect, self.db, all_or_nothing,
+                    on_retry=transient_retries.increment):
+            return set(ids)
+        return {str(lease.job_id) for lease in group if self._complete_raw(lease, now_ms)}
 
     def fail(self, lease: QueueLease, failure: Failure) -> bool:
         """Record a failed attempt of an owned lease: back to PENDING after the backoff

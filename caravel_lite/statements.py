@@ -7,6 +7,7 @@ own predicate (a fenced, conditional UPDATE), so a stale actor changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
 
 import peewee
 
@@ -99,3 +100,135 @@ class Statements:
                 f"UPDATE {t} SET state = '{DEAD}', last_failure = {p}, {cleared}, "
                 f"finished_at = {p}, updated_at = {p} WHERE {owned}"),
         )
+
+
+# What a claim needs of each row it leases, plus the claim order (priority, due time,
+# enqueue time, id) so that leases come back best first whatever order the database
+# returned them in.
+LEASE_COLUMNS = ("id, attempts, tenant_id, wire_name, payload, max_attempts, "
+                 "priority, available_at, enqueued_at")
+
+
+class BatchStatements:
+    """Statements whose text depends on a row count (id lists, LIMIT), built on first
+    use per count and kept, so each distinct size is formatted once per queue."""
+
+    def __init__(self, db: peewee.Database, claim_lock: Optional[str]) -> None:
+        self._p = db.param
+        self._lock = claim_lock
+        self._cache: Dict[Tuple[str, int], str] = {}
+
+    def _get(self, kind: str, n: int) -> str:
+        key = (kind, n)
+        sql = self._cache.get(key)
+        if sql is None:
+            sql = self._cache[key] = getattr(self, "_" + kind)(n)
+        return sql
+
+    def claim_read(self, n: int) -> str:
+        return self._get("claim_read", n)
+
+    def claim_returning(self, n: int) -> str:
+        return self._get("claim_returning", n)
+
+    def take_many(self, n: int) -> str:
+        return self._get("take_many", n)
+
+    def taken_ids(self, n: int) -> str:
+        return self._get("taken_ids", n)
+
+    def complete_many(self, n: int) -> str:
+        return self._get("complete_many", n)
+
+    def complete_many_returning(self, n: int) -> str:
+        return self._get("complete_many_returning", n)
+
+    def insert_many(self, n: int) -> str:
+        return self._get("insert_many", n)
+
+    def existing_by_dedup(self, n: int) -> str:
+        return self._get("existing_by_dedup", n)
+
+    # -- builders --------------------------------------------------------------------
+
+    def _ids(self, n: int) -> str:
+        return ", ".join([self._p] * n)
+
+    def _case(self, n: int) -> str:
+        # A per-row value: CASE id WHEN <id> THEN <value> ... END (params: id, value pairs).
+        whens = " ".join(f"WHEN {self._p} THEN {self._p}" for _ in range(n))
+        return f"CASE id {whens} END"
+
+    def _claim_read(self, n: int) -> str:
+        """The n best due pending candidates plus at most one expired lease (marker 1),
+        in one round trip: two index-range reads joined by UNION ALL. The sweep runs
+        only when that second read finds something. Params: queue, now_ms, queue,
+        now_ms."""
+        p, t = self._p, JOBS_TABLE
+        return (
+            f"SELECT * FROM (SELECT 0 AS expired, {LEASE_COLUMNS} FROM {t} "
+            f"WHERE queue = {p} AND state = '{PENDING}' AND available_at <= {p} "
+            f"ORDER BY priority, available_at, enqueued_at, id LIMIT {int(n)}) candidates "
+            f"UNION ALL "
+            f"SELECT * FROM (SELECT 1 AS expired, {LEASE_COLUMNS} FROM {t} "
+            f"WHERE queue = {p} AND state = '{LEASED}' AND lease_expires_at <= {p} "
+            f"LIMIT 1) expired_lease")
+
+    def _claim_returning(self, n: int) -> str:
+        """Lease up to n due jobs in one statement, unless the queue has an expired
+        lease (which must be swept first: then nothing is claimed and the caller
+        sweeps and repeats). The candidates are a MATERIALIZED CTE: as a plain
+        ``IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)`` PostgreSQL may re-run the
+        subquery per row (a semi-join) and take more than n. Params: queue, now_ms,
+        token, expires_ms, now_ms, now_ms, queue, now_ms."""
+        p, t = self._p, JOBS_TABLE
+        lock = f" {self._lock}" if self._lock else ""
+        return (
+            f"WITH picked AS MATERIALIZED (SELECT id FROM {t} WHERE queue = {p} "
+            f"AND state = '{PENDING}' AND available_at <= {p} AND attempts < max_attempts "
+            f"ORDER BY priority, available_at, enqueued_at, id LIMIT {int(n)}{lock}) "
+            f"UPDATE {t} SET state = '{LEASED}', attempts = attempts + 1, "
+            f"lease_token = {p}, lease_expires_at = {p}, claimed_at = {p}, updated_at = {p} "
+            f"WHERE id IN (SELECT id FROM picked) AND state = '{PENDING}' "
+            f"AND NOT EXISTS (SELECT 1 FROM {t} WHERE queue = {p} AND state = '{LEASED}' "
+            f"AND lease_expires_at <= {p}) "
+            f"RETURNING {LEASE_COLUMNS}")
+
+    def _take_many(self, n: int) -> str:
+        """The portable claim of n observed candidates: each row only if it is still
+        pending, due and at the attempt count observed. Params: token, expires_ms,
+        now_ms, now_ms, *ids, now_ms, *(id, attempts)."""
+        p, t = self._p, JOBS_TABLE
+        return (
+            f"UPDATE {t} SET state = '{LEASED}', attempts = attempts + 1, "
+            f"lease_token = {p}, lease_expires_at = {p}, claimed_at = {p}, updated_at = {p} "
+            f"WHERE id IN ({self._ids(n)}) AND state = '{PENDING}' "
+            f"AND attempts < max_attempts AND available_at <= {p} "
+            f"AND attempts = {self._case(n)}")
+
+    def _taken_ids(self, n: int) -> str:
+        # Params: *ids, token.
+        return (f"SELECT id FROM {JOBS_TABLE} WHERE id IN ({self._ids(n)}) "
+                f"AND lease_token = {self._p}")
+
+    def _complete_many(self, n: int) -> str:
+        """Complete every owned lease of a batch; each row fenced by its own token and
+        an unexpired lease. Params: now_ms, now_ms, *ids, now_ms, *(id, token)."""
+        p, t = self._p, JOBS_TABLE
+        return (
+            f"UPDATE {t} SET state = '{COMPLETED}', lease_token = NULL, "
+            f"lease_expires_at = NULL, last_failure = NULL, finished_at = {p}, "
+            f"updated_at = {p} WHERE id IN ({self._ids(n)}) AND state = '{LEASED}' "
+            f"AND lease_expires_at > {p} AND lease_token = {self._case(n)}")
+
+    def _complete_many_returning(self, n: int) -> str:
+        return self._complete_many(n) + " RETURNING id"
+
+    def _insert_many(self, n: int) -> str:
+        row = "(" + ", ".join([self._p] * len(INSERT_COLUMNS)) + ")"
+        return (f"INSERT INTO {JOBS_TABLE} ({', '.join(INSERT_COLUMNS)}) VALUES "
+                + ", ".join([row] * n))
+
+    def _existing_by_dedup(self, n: int) -> str:
+        return (f"SELECT id, dedup_key, wire_name, payload FROM {JOBS_TABLE} "
+                f"WHERE dedup_key IN ({self._ids(n)})")
