@@ -77,6 +77,12 @@ def _summary(args: argparse.Namespace, **extra: Any) -> None:
         os.replace(temporary, args.out)
 
 
+def _ready(args: argparse.Namespace) -> None:
+    """Tell the test that signals are handled now (SIGTERM means a clean stop)."""
+    if args.out:
+        open(args.out + ".ready", "w").close()
+
+
 def worker(args: argparse.Namespace) -> int:
     db = _open(args)
     jobs.use_database(db)
@@ -88,6 +94,7 @@ def worker(args: argparse.Namespace) -> int:
     code = 0
     try:
         with handle_signals(stop):
+            _ready(args)
             QueueWorker(queue, poll_interval=args.poll).run(jobs.QUEUE, stop=stop)
     except peewee.PeeweeException as exc:
         errors.append(f"{type(exc).__name__}: {exc}")
@@ -104,6 +111,7 @@ def enqueue(args: argparse.Namespace) -> int:
     accepted: List[str] = []
     errors: List[str] = []
     with handle_signals(stop):
+        _ready(args)
         i = 0
         while not stop.is_set() and (args.count is None or i < args.count):
             i += 1

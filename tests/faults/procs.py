@@ -24,6 +24,9 @@ class Child:
     def pid(self) -> int:
         return self.popen.pid
 
+    def ready(self) -> bool:
+        return Path(str(self.out) + ".ready").exists()
+
     def summary(self) -> Dict:
         return json.loads(self.out.read_text()) if self.out.exists() else {}
 
