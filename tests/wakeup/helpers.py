@@ -40,16 +40,22 @@ def enqueue(queue: DatabaseQueue, n: int = 1, *, queue_name: str = QUEUE,
 
 
 class Recording(Waiter):
-    """Wraps a waiter: records each wait's result and signals when a wait begins."""
+    """Wraps a waiter: records each wait's result; ``entered`` is set once a wait has
+    begun, ``idle`` while one is in progress."""
 
     def __init__(self, inner: Waiter) -> None:  # no super().__init__: a pure wrapper
         self.inner = inner
         self.results: List[bool] = []
         self.entered = threading.Event()
+        self.idle = threading.Event()
 
     def wait(self, stop: threading.Event, timeout: float) -> bool:
         self.entered.set()
-        result = self.inner.wait(stop, timeout)
+        self.idle.set()
+        try:
+            result = self.inner.wait(stop, timeout)
+        finally:
+            self.idle.clear()
         self.results.append(result)
         return result
 

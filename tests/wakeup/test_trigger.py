@@ -1,0 +1,149 @@
+"""Migration 0003: on PostgreSQL a trigger announces every row that becomes pending
+(insert, retry, reclaimed lease, replay) on one channel with "<queue> <due ms>", at
+commit and never for a rolled-back insert, a claim or a completion; elsewhere it is
+applied as a no-op that creates nothing."""
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import List
+
+import pytest
+
+from caravel_lite import Dispatch, Failure, check_schema, migrate, open_database
+from caravel_lite.clock import floor_ms, now_micros
+from caravel_lite.dialect import dialect_of
+from caravel_lite.migrator import pending_migrations, runner
+from caravel_lite.wakeup import CHANNEL
+from tests.support import wait_for
+from tests.wakeup.helpers import QUEUE, Ping, enqueue, make_queue
+
+SENTINEL = "sentinel"
+
+
+def _triggers(db, backend) -> List[str]:
+    if backend == "sqlite":
+        sql = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+    elif backend == "postgres":
+        sql = ("SELECT tgname FROM pg_trigger WHERE tgrelid = 'caravel_jobs'::regclass "
+               "AND NOT tgisinternal")
+    else:
+        sql = ("SELECT trigger_name FROM information_schema.triggers "
+               "WHERE trigger_schema = DATABASE()")
+    return sorted(row[0] for row in db.execute_sql(sql).fetchall())
+
+
+def test_0003_is_applied_everywhere_and_creates_triggers_only_where_notify(new_database,
+                                                                          backend):
+    db = open_database(new_database())
+    with db.connection_context():
+        assert "0003_notify_trigger" in migrate(db)
+        check_schema(db)
+        if dialect_of(db).change_signal == "notify":
+            assert _triggers(db, backend) == ["caravel_jobs_notify_insert",
+                                              "caravel_jobs_notify_update"]
+        else:
+            assert _triggers(db, backend) == []
+        # Down and up again: reversible on every database.
+        assert runner(db).down() == ["0003_notify_trigger"]
+        assert _triggers(db, backend) == []
+        assert pending_migrations(db) == ["0003_notify_trigger"]
+        assert migrate(db) == ["0003_notify_trigger"]
+        assert len(_triggers(db, backend)) == (2 if backend == "postgres" else 0)
+
+
+@pytest.fixture
+def listener(db, db_url):
+    """A raw psycopg LISTEN on the channel; ``heard(writer)`` returns what was announced
+    before a sentinel NOTIFY sent by ``writer`` (notifications of one session arrive in
+    order, so no timing guess decides what "nothing announced" means)."""
+    if dialect_of(db).change_signal != "notify":
+        pytest.skip("notifications are PostgreSQL's change signal")
+    import psycopg
+
+    conn = psycopg.connect(db_url, autocommit=True)
+    conn.execute(f"LISTEN {CHANNEL}")
+
+    def heard(writer) -> List[str]:
+        writer.execute_sql(f"NOTIFY {CHANNEL}, '{SENTINEL}'")
+        payloads: List[str] = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            for notice in conn.notifies(timeout=0.5):
+                if notice.payload == SENTINEL:
+                    return payloads
+                payloads.append(notice.payload)
+        raise AssertionError("the sentinel notification never arrived")
+    yield heard
+    conn.close()
+
+
+def test_insert_is_announced_with_queue_and_due_time(db, listener):
+    queue = make_queue(db)
+    before = floor_ms(now_micros(queue.clock))
+    job_id = enqueue(queue, 1)
+    (payload,) = listener(db)
+    name, due = payload.split(" ")
+    assert name == QUEUE
+    status = queue.status(job_id, queue=QUEUE, tenant_id="tenant-a")
+    assert int(due) == floor_ms(now_micros(lambda: status.available_at)) >= before
+
+
+def test_a_delayed_insert_announces_its_future_due_time(db, listener):
+    queue = make_queue(db)
+    now_ms = floor_ms(now_micros(queue.clock))
+    enqueue(queue, 1, delay=60)
+    (payload,) = listener(db)
+    assert int(payload.split(" ")[1]) >= now_ms + 59_000
+
+
+def test_a_rolled_back_insert_is_not_announced(db, listener):
+    queue = make_queue(db)
+    with db.atomic() as transaction:
+        enqueue(queue, 1)
+        transaction.rollback()
+    assert listener(db) == []
+
+
+def test_a_duplicate_enqueue_is_not_announced_again(db, listener):
+    queue = make_queue(db)
+    dispatch = Dispatch(queue=QUEUE, tenant_id="tenant-a", idempotency_key="k")
+    queue.enqueue(Ping(1), dispatch)
+    assert len(listener(db)) == 1
+    assert queue.enqueue(Ping(1), dispatch).already_enqueued
+    assert listener(db) == []
+
+
+def test_claim_renew_and_complete_are_silent_retry_and_replay_announce(db, listener):
+    queue = make_queue(db, max_attempts=1, retry_delay=timedelta(seconds=30))
+    job_id = enqueue(queue, 1)
+    assert len(listener(db)) == 1
+    lease = queue.claim(QUEUE)
+    lease = queue.renew(lease)
+    assert listener(db) == []
+    assert queue.fail(lease, Failure.HANDLER_FAILED)  # max_attempts=1: dead letter
+    assert listener(db) == []
+    assert queue.replay(job_id, queue=QUEUE, tenant_id="tenant-a")
+    assert [p.split(" ")[0] for p in listener(db)] == [QUEUE]
+    lease = queue.claim(QUEUE)
+    assert queue.complete(lease)
+    assert listener(db) == []
+    # max_attempts is frozen on the row at enqueue: a job that may retry.
+    retrying = make_queue(db, max_attempts=3, retry_delay=timedelta(seconds=30))
+    enqueue(retrying, 2)
+    assert len(listener(db)) == 1
+    lease = retrying.claim(QUEUE)
+    now_ms = floor_ms(now_micros(retrying.clock))
+    assert retrying.fail(lease, Failure.HANDLER_FAILED)  # back to pending in 30 s
+    (payload,) = listener(db)
+    assert int(payload.split(" ")[1]) >= now_ms + 29_000
+
+
+def test_a_reclaimed_expired_lease_is_announced(db, listener):
+    queue = make_queue(db, lease_duration=timedelta(seconds=1), max_attempts=3)
+    enqueue(queue, 1)
+    listener(db)
+    assert queue.claim(QUEUE) is not None
+    # The lease runs out within a second; then the sweep makes the job pending again.
+    wait_for(lambda: queue.reclaim_expired(QUEUE), timeout=10, message="lease expiry")
+    assert [p.split(" ")[0] for p in listener(db)] == [QUEUE]
