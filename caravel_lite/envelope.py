@@ -2,6 +2,7 @@
 so that both accept exactly the same input and store exactly the same bytes."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -55,11 +56,17 @@ def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
         raise InvalidField("payload", f"{size} bytes exceeds max_payload_bytes "
                            f"({options.max_payload_bytes})")
     try:
-        # Prove now, not at run time, that the stored text decodes back to the type.
-        codec.decode(definition.job_type, payload)
+        # Prove now, not at run time, that the stored text decodes back to the type...
+        decoded = codec.decode(definition.job_type, payload)
     except codec.PayloadDecodeError as exc:
         raise InvalidField("payload", f"does not match {definition.job_type.__name__}'s "
                            f"annotations: {exc}") from None
+    if not _same_job(decoded, job):
+        # ...and to the same values: under an ``Any`` annotation a datetime, UUID or
+        # tuple would come back as a str or a list, so the handler would see another job.
+        raise InvalidField("payload", f"would not round-trip: a field of "
+                           f"{definition.job_type.__name__} holds a value its annotation "
+                           f"cannot restore (use a precise annotation)")
     if dispatch.not_before is not None:
         due = ceil_ms(to_micros(dispatch.not_before))  # never early
     else:
@@ -68,3 +75,13 @@ def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
                     dispatch.idempotency_key,
                     dedup_digest(dispatch.queue, dispatch.tenant_id, dispatch.idempotency_key),
                     dispatch.priority, due, options.max_attempts)
+
+
+def _same_job(decoded: Any, job: Any) -> bool:
+    """Equal values, also for job classes declared with ``eq=False`` (compared field by
+    field rather than by identity)."""
+    if type(decoded) is not type(job):
+        return False
+    if getattr(type(job), "__dataclass_params__").eq:
+        return decoded == job
+    return dataclasses.astuple(decoded) == dataclasses.astuple(job)
