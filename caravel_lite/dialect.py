@@ -203,7 +203,7 @@ class BusyRetry:
     ``peewee.OperationalError``.
     """
 
-    busy_retries = 8
+    busy_retries = 20  # about 1.5 s of pauses in all, on top of busy_timeout
     busy_pause = 0.002  # first pause; doubles up to BUSY_PAUSE_CAP, with jitter
 
     def execute_sql(self, sql: str, params: Any = None) -> Any:
