@@ -265,6 +265,7 @@ class NotifyWaiter(Waiter):
             import psycopg  # an optional driver, like the database's own
         except ImportError as exc:
             self._fail(exc)
+            self._retry_at = float("inf")  # installing it needs a restart anyway
             return False
         db = self.queue.db
         params = dict(db.connect_params)
