@@ -179,8 +179,13 @@ class BatchStatements:
         lease (which must be swept first: then nothing is claimed and the caller
         sweeps and repeats). The candidates are a MATERIALIZED CTE: as a plain
         ``IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)`` PostgreSQL may re-run the
-        subquery per row (a semi-join) and take more than n. Params: queue, now_ms,
-        token, expires_ms, now_ms, now_ms, queue, now_ms."""
+        subquery per row (a semi-join) and take more than n. The picked rows are still
+        as the CTE saw them when the UPDATE writes them (PostgreSQL: it locked them and
+        re-checked its predicate on the newest version; SQLite: the statement runs
+        alone under the write lock), so the predicate is not repeated outside it: on
+        SQLite that would steer the UPDATE to the state index and a scan of every
+        pending row instead of primary-key lookups. Params: queue, now_ms, token,
+        expires_ms, now_ms, now_ms, queue, now_ms."""
         p, t = self._p, JOBS_TABLE
         lock = f" {self._lock}" if self._lock else ""
         return (
@@ -189,7 +194,7 @@ class BatchStatements:
             f"ORDER BY priority, available_at, enqueued_at, id LIMIT {int(n)}{lock}) "
             f"UPDATE {t} SET state = '{LEASED}', attempts = attempts + 1, "
             f"lease_token = {p}, lease_expires_at = {p}, claimed_at = {p}, updated_at = {p} "
-            f"WHERE id IN (SELECT id FROM picked) AND state = '{PENDING}' "
+            f"WHERE id IN (SELECT id FROM picked) "
             f"AND NOT EXISTS (SELECT 1 FROM {t} WHERE queue = {p} AND state = '{LEASED}' "
             f"AND lease_expires_at <= {p}) "
             f"RETURNING {LEASE_COLUMNS}")
@@ -215,10 +220,14 @@ class BatchStatements:
         """Complete every owned lease of a batch; each row fenced by its own token and
         an unexpired lease. Params: now_ms, now_ms, *ids, now_ms, *(id, token)."""
         p, t = self._p, JOBS_TABLE
+        # The state test is wrapped in CASE so that no planner can use it as an index
+        # condition: SQLite without statistics preferred walking every leased row of
+        # the state index to looking up the listed ids by primary key.
         return (
             f"UPDATE {t} SET state = '{COMPLETED}', lease_token = NULL, "
             f"lease_expires_at = NULL, last_failure = NULL, finished_at = {p}, "
-            f"updated_at = {p} WHERE id IN ({self._ids(n)}) AND state = '{LEASED}' "
+            f"updated_at = {p} WHERE id IN ({self._ids(n)}) "
+            f"AND CASE WHEN state = '{LEASED}' THEN 1 ELSE 0 END = 1 "
             f"AND lease_expires_at > {p} AND lease_token = {self._case(n)}")
 
     def _complete_many_returning(self, n: int) -> str:

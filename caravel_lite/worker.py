@@ -29,14 +29,15 @@ import contextlib
 import inspect
 import signal
 import threading
-import time
 from datetime import timedelta
-from typing import Any, Callable, ContextManager, Iterator, Optional, Union
+from collections import deque
+from typing import Any, Callable, ContextManager, Deque, Dict, Iterator, List, Optional, Union
 
 from caravel_lite import codec, validation
 from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.queue import DatabaseQueue
+from caravel_lite.supervision import CANCELLED, LEASE_LOST, JobControl, Supervisor
 from caravel_lite.values import Failure, JobContext, QueueLease
 
 __all__ = ["QueueWorker", "handle_signals"]
@@ -46,17 +47,12 @@ SPAN_NAME = "caravel.queue.process"
 # Outcomes of one processed job (the span's "outcome" attribute).
 COMPLETED = "completed"
 FAILED = "failed"
-LEASE_LOST = "lease_lost"
-CANCELLED = "cancelled"
 INFRASTRUCTURE_ERROR = "infrastructure_error"
 
 MIN_POLL = timedelta(milliseconds=100)
 MAX_POLL = timedelta(minutes=5)
 
-# Longest the supervisor sleeps between looks at the clock and the stop event: it
-# bounds how late a shutdown reaches a running handler, and lets a manually advanced
-# test clock be noticed, at the cost of a few wake-ups per second per running job.
-SUPERVISOR_TICK = 0.1
+MAX_PREFETCH = 100
 
 Scope = Callable[..., ContextManager[Any]]
 
@@ -84,52 +80,6 @@ def _scope_wants_context(scope: Scope) -> bool:
     return True
 
 
-class _Control:
-    """What the worker thread and the supervisor thread share for one job.
-
-    ``reason`` is the first reason the job was told to stop (LEASE_LOST or CANCELLED);
-    once set, nothing is acknowledged. ``error`` is an exception the supervisor hit
-    while renewing, re-raised by the worker thread.
-    """
-
-    def __init__(self, lease: QueueLease) -> None:
-        self.lease = lease
-        self.reason: Optional[str] = None
-        self.error: Optional[BaseException] = None
-        self.done = threading.Event()
-        self._lock = threading.Lock()
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._task: Optional[asyncio.Future] = None
-
-    @property
-    def ctx(self) -> JobContext:
-        return self.lease.context
-
-    def cancel(self, reason: str) -> None:
-        with self._lock:
-            if self.reason is None:
-                self.reason = reason
-            self.ctx.cancelled.set()
-            self._cancel_task()
-
-    def attach(self, loop: asyncio.AbstractEventLoop, task: asyncio.Future) -> None:
-        with self._lock:
-            self._loop, self._task = loop, task
-            if self.reason is not None:
-                self._cancel_task()
-
-    def detach(self) -> None:
-        with self._lock:
-            self._loop = self._task = None
-
-    def _cancel_task(self) -> None:
-        if self._loop is not None and self._task is not None:
-            try:
-                self._loop.call_soon_threadsafe(self._task.cancel)
-            except RuntimeError:  # the loop has just closed: nothing left to cancel
-                pass
-
-
 class QueueWorker:
     """Runs jobs of a :class:`DatabaseQueue`, one at a time, in the calling thread.
 
@@ -142,11 +92,26 @@ class QueueWorker:
     (seconds or a timedelta, 100 ms .. 5 min, default 1 s).
 
     ``telemetry``: counters and spans; defaults to the queue's.
+
+    ``prefetch`` (1..100, default 1): how many jobs one claim leases. With 1 the worker
+    claims, runs and completes one job at a time. With N > 1 it leases up to N jobs in
+    one round trip, runs them one after another (never one whose lease expired before
+    its handler starts) and completes them in batches, each row still fenced by its
+    own lease. Batched acknowledgements are written when the batch is done, before the
+    next claim, when the worker stops or :meth:`close` is called, and as soon as the
+    oldest waiting one has no more than half of ``lease_duration`` left (checked
+    before each job and every 0.1 s while a handler runs), so that a completed job's
+    lease cannot run out while its acknowledgement waits. Failures are recorded at
+    once. Choose N so that N jobs finish well within ``lease_duration``: leased jobs
+    wait their turn, and a stop leaves the claimed but unstarted ones leased until
+    their lease expires (each of those claims counted an attempt, as every claim does).
+    With N > 1 a span's outcome ``completed`` means the handler succeeded and its
+    acknowledgement was queued; one later refused is counted as ``lease_lost``.
     """
 
     def __init__(self, queue: DatabaseQueue, *, scope: Optional[Scope] = None,
                  poll_interval: Union[float, timedelta] = 1.0,
-                 telemetry: Optional[Telemetry] = None) -> None:
+                 telemetry: Optional[Telemetry] = None, prefetch: int = 1) -> None:
         if not isinstance(queue, DatabaseQueue):
             raise InvalidField("queue", "must be a caravel_lite.DatabaseQueue")
         if scope is not None and not callable(scope):
@@ -158,6 +123,15 @@ class QueueWorker:
         self.poll_interval = _poll_seconds(poll_interval)
         self.telemetry = telemetry or queue.telemetry
         self._scope_gets_ctx = scope is not None and _scope_wants_context(scope)
+        self.prefetch = validation.check_int("prefetch", prefetch, 1, MAX_PREFETCH)
+        # Leased, not yet started jobs per queue name (prefetch > 1).
+        self._leased: Dict[str, Deque[QueueLease]] = {}
+        # Completed jobs whose acknowledgement is not written yet (prefetch > 1); the
+        # supervisor thread may flush them too, hence the lock.
+        self._acks: List[QueueLease] = []
+        self._acks_lock = threading.Lock()
+        self._ack_margin = queue.options.lease_duration / 2
+        self._supervisor = Supervisor(queue, self._flush_due_acks)
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -175,11 +149,53 @@ class QueueWorker:
         try:
             while not stop.is_set():
                 if not self.run_once(queue_name, stop=stop):
-                    stop.wait(self.poll_interval)
+                    stop.wait(self.poll_interval)  # idle: nothing was due
         except BaseException as exc:
             logger.info("worker on queue %s stopped by %s", queue_name, type(exc).__name__)
+            self._close_after(exc)
             raise
+        self.close()
         logger.info("worker on queue %s stopped", queue_name)
+
+    def close(self) -> None:
+        """Write the acknowledgements still waiting (prefetch > 1) and end the
+        supervising thread. :meth:`run` does this when it returns; call it after
+        driving the worker with :meth:`run_once`. Database errors propagate."""
+        try:
+            self.flush()
+        finally:
+            self._supervisor.close()
+
+    def _close_after(self, exc: BaseException) -> None:
+        # Already failing: keep what can be kept, but never hide the original error.
+        try:
+            self.close()
+        except Exception as flush_error:
+            logger.warning("worker could not write its waiting acknowledgements: %s",
+                           type(flush_error).__name__)
+
+    def flush(self) -> None:
+        """Write the waiting batched acknowledgements now (prefetch > 1)."""
+        with self._acks_lock:
+            acks, self._acks = self._acks, []
+            if not acks:
+                return
+            results = self.queue.complete_many(acks)
+        for lease, acknowledged in zip(acks, results):
+            if acknowledged:
+                logger.info("job %s on queue %s completed (attempt %d)", lease.job_id,
+                            lease.context.queue, lease.attempt)
+            else:
+                self._lost(lease, "lease no longer owned at the batched acknowledgement")
+
+    def _flush_due_acks(self) -> bool:
+        """Flush when the oldest waiting acknowledgement is within half a lease
+        duration of its expiry; True if that touched the database."""
+        acks = self._acks
+        if not acks or acks[0].expires_at - self.queue.clock() > self._ack_margin:
+            return False
+        self.flush()
+        return True
 
     # -- one job ---------------------------------------------------------------------------
 
@@ -187,7 +203,7 @@ class QueueWorker:
         """Claim at most one job of ``queue_name`` and process it; True if one was
         claimed (whatever its outcome). ``stop``, when given and set while the handler
         runs, cancels it and leaves the job leased."""
-        lease = self.queue.claim(queue_name)
+        lease = self._next_lease(queue_name)
         if lease is None:
             return False
         logger.debug("claimed job %s (%s) on queue %s, attempt %d",
@@ -208,7 +224,22 @@ class QueueWorker:
             span.set("outcome", outcome)
             if outcome == FAILED:
                 span.error()
+        if self.prefetch > 1 and not self._leased.get(queue_name):
+            self.flush()  # the batch is done
         return True
+
+    def _next_lease(self, queue_name: str) -> Optional[QueueLease]:
+        if self.prefetch == 1:
+            return self.queue.claim(queue_name)
+        leased = self._leased.get(queue_name)
+        if leased:
+            return leased.popleft()
+        self.flush()  # before the next claim
+        leases = self.queue.claim_many(queue_name, self.prefetch)
+        if not leases:
+            return None
+        self._leased[queue_name] = deque(leases[1:])
+        return leases[0]
 
     def _process(self, lease: QueueLease, stop: Optional[threading.Event]) -> str:
         queue_name = lease.context.queue
@@ -227,13 +258,15 @@ class QueueWorker:
             logger.warning("job %s on queue %s: payload does not decode to %s",
                            lease.job_id, queue_name, definition.job_type.__name__)
             return self._fail(lease, Failure.INVALID_PAYLOAD)
+        if self._acks:
+            self._flush_due_acks()
         if self._expired(lease):
             return self._lost(lease, "lease expired before the handler started")
 
-        control = _Control(lease)
-        supervisor = threading.Thread(target=self._supervise, args=(control, stop),
-                                      name=f"caravel-lease-{lease.job_id}", daemon=True)
-        supervisor.start()
+        control = JobControl(lease)
+        if stop is not None and stop.is_set():
+            control.cancel(CANCELLED)  # shutdown already requested: do not start it
+        self._supervisor.watch(control, stop)
         handler_error: Optional[BaseException] = None
         try:
             try:
@@ -243,10 +276,10 @@ class QueueWorker:
             except asyncio.CancelledError as exc:  # raised by our task.cancel()
                 handler_error = exc
         finally:
-            control.done.set()
-            supervisor.join()
+            self._supervisor.release(control)
         if control.error is not None:
-            logger.warning("job %s on queue %s: lease renewal failed with %s",
+            logger.warning("job %s on queue %s: supervision failed with %s (renewing the "
+                           "lease or writing acknowledgements)",
                            lease.job_id, queue_name, type(control.error).__name__)
             raise control.error
         lease = control.lease  # the newest renewal
@@ -260,13 +293,17 @@ class QueueWorker:
             logger.warning("job %s on queue %s: handler raised %s", lease.job_id,
                            queue_name, type(handler_error).__name__)
             return self._fail(lease, Failure.HANDLER_FAILED)
+        if self.prefetch > 1:
+            with self._acks_lock:
+                self._acks.append(lease)
+            return COMPLETED
         if not self.queue.complete(lease):
             return self._lost(lease, "lease no longer owned at completion")
         logger.info("job %s on queue %s completed (attempt %d)", lease.job_id,
                     queue_name, lease.attempt)
         return COMPLETED
 
-    def _call_handler(self, handler: Callable[..., Any], job: Any, control: _Control) -> None:
+    def _call_handler(self, handler: Callable[..., Any], job: Any, control: JobControl) -> None:
         ctx = control.ctx
         with self._enter_scope(ctx):
             if ctx.cancelled.is_set():
@@ -284,7 +321,7 @@ class QueueWorker:
             yield
 
     @staticmethod
-    def _run_async(awaitable: Any, control: _Control) -> None:
+    def _run_async(awaitable: Any, control: JobControl) -> None:
         """Run an async handler on a fresh event loop in this thread; the supervisor
         cancels its task for real. Cleans up like ``asyncio.run``."""
         loop = asyncio.new_event_loop()
@@ -306,56 +343,6 @@ class QueueWorker:
                 loop.run_until_complete(loop.shutdown_default_executor())
             finally:
                 loop.close()
-
-    # -- the supervisor (lease deadline, renewal, shutdown) ----------------------------------
-
-    def _supervise(self, control: _Control, stop: Optional[threading.Event]) -> None:
-        """Beside the handler: renew the lease on schedule, and cancel the handler when
-        the deadline passes, renewal is refused or fails, or ``stop`` is set."""
-        db = self.queue.db
-        # Peewee connections are per thread: renewing here opens this thread's own
-        # connection, which must be closed when the job ends (never the caller's).
-        owned_connection = db.is_closed()
-        interval = self.queue.options.lease_renewal_interval
-        period = interval.total_seconds() if interval is not None else None
-        next_renewal = time.monotonic() + period if period is not None else None
-        try:
-            while not control.done.is_set():
-                if stop is not None and stop.is_set():
-                    control.cancel(CANCELLED)
-                    return
-                remaining = (control.lease.expires_at - self.queue.clock()).total_seconds()
-                if remaining <= 0:
-                    logger.warning("job %s: lease deadline passed; cancelling the handler",
-                                   control.lease.job_id)
-                    control.cancel(LEASE_LOST)
-                    return
-                if next_renewal is not None and time.monotonic() >= next_renewal:
-                    if not self._renew(control):
-                        return
-                    next_renewal = time.monotonic() + period
-                wait = min(remaining, SUPERVISOR_TICK)
-                if next_renewal is not None:
-                    wait = min(wait, max(next_renewal - time.monotonic(), 0.0))
-                control.done.wait(wait)
-        except BaseException as exc:  # a database error while renewing: a worker fault
-            control.error = exc
-            control.cancel(LEASE_LOST)
-        finally:
-            if owned_connection and not db.is_closed():
-                db.close()
-
-    def _renew(self, control: _Control) -> bool:
-        """One renewal; False when the handler was cancelled because it was refused."""
-        current = control.lease
-        renewed = self.queue.renew(current)
-        if renewed is None:
-            logger.warning("job %s: lease renewal refused (lost or at max_lease_lifetime); "
-                           "cancelling the handler", current.job_id)
-            control.cancel(LEASE_LOST)
-            return False
-        control.lease = renewed
-        return True
 
     # -- outcomes --------------------------------------------------------------------------
 
