@@ -12,6 +12,7 @@ from typing import Dict, Tuple
 PEERS: Dict[str, Tuple[str, str]] = {
     "caravel_lite": ("bench.peers.caravel", "CaravelPeer"),
     "caravel_lite-worker": ("bench.peers.caravel_worker", "CaravelWorkerPeer"),
+    "caravel_lite-prefetch": ("bench.peers.caravel_worker", "CaravelPrefetchPeer"),
     "huey-sqlite": ("bench.peers.huey_sqlite", "SqliteHueyPeer"),
     "huey-sql": ("bench.peers.huey_sql", "SqlHueyPeer"),
     "pgqueuer": ("bench.peers.pgqueuer_peer", "PgQueuerPeer"),

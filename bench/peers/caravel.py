@@ -1,4 +1,5 @@
-"""caravel_lite through its public API: enqueue, claim + complete."""
+"""caravel_lite through its public API: enqueue (one per call, or enqueue_many), claim +
+complete one job at a time."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,6 +54,8 @@ class CaravelPeer(Peer):
         self.queue.enqueue(BenchJob(i, 0.0), self.dispatch)
 
     def enqueue_bulk(self, n: int) -> Sample:
+        """``DatabaseQueue.enqueue_many``: one call, one transaction, multi-row INSERTs
+        (validation and idempotency as for ``enqueue``)."""
         many = getattr(self.queue, "enqueue_many", None)
         if many is None:
             raise NotApplicable("not implemented")
@@ -60,9 +63,7 @@ class CaravelPeer(Peer):
         return timed_once(lambda: many(items), n)
 
     def prefill(self, n: int) -> None:
-        with self.db.atomic():
-            for i in range(n):
-                self.enqueue_one(i)
+        self.queue.enqueue_many([(BenchJob(i, 0.0), self.dispatch) for i in range(n)])
 
     def enqueue_stamped(self) -> None:
         self.queue.enqueue(BenchJob(1, stamped()), self.dispatch)

@@ -1,4 +1,6 @@
-"""caravel_lite draining through QueueWorker.run_once (handler dispatch included)."""
+"""caravel_lite draining through QueueWorker.run_once (handler dispatch included): with
+the default settings (one job per claim and per acknowledgement), and prefetching
+(several leases per claim, acknowledgements in fenced batches)."""
 from __future__ import annotations
 
 import importlib.util
@@ -18,10 +20,12 @@ class CaravelWorkerPeer(CaravelPeer):
             return "not implemented (no caravel_lite.worker)"
         return super().unavailable(kind)
 
+    prefetch = 1  # QueueWorker's default
+
     def drain(self) -> int:
         from caravel_lite.worker import QueueWorker
 
-        worker = QueueWorker(self.queue)
+        worker = QueueWorker(self.queue, prefetch=self.prefetch)
         done = 0
         misses = 0
         while misses < 2:
@@ -30,4 +34,10 @@ class CaravelWorkerPeer(CaravelPeer):
                 misses = 0
             else:
                 misses += 1
+        worker.close()  # writes the last batched acknowledgements
         return done
+
+
+class CaravelPrefetchPeer(CaravelWorkerPeer):
+    prefetch = 50
+    name = f"caravel_lite QueueWorker prefetch={prefetch}"
