@@ -18,8 +18,13 @@ Guarantees:
   is cancelled) when the lease deadline passes, when a renewal is rejected or the
   lease reaches ``max_lease_lifetime``, when a renewal fails with an error, and on
   shutdown. A sync handler cannot be interrupted: it must look at ``ctx.cancelled``.
-- Lease deadlines are read from the queue's clock (so a test clock drives them); the
-  worker's own waits use real monotonic time. The worker builds no SQL: every database
+- With ``prefetch`` > 1 several jobs are leased per claim and run one after another;
+  a job whose lease expired before its handler would start is not run, and
+  completions are acknowledged in batches fenced lease by lease, written before any
+  waiting one could expire (see :class:`QueueWorker`).
+- One supervising thread per worker (not one per job) watches deadlines, renewals
+  and shutdown. Lease deadlines are read from the queue's clock (so a test clock
+  drives them); the worker's own waits use real monotonic time. The worker builds no SQL: every database
   operation goes through :class:`~caravel_lite.queue.DatabaseQueue`.
 """
 from __future__ import annotations
@@ -29,7 +34,7 @@ import contextlib
 import inspect
 import signal
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from collections import deque
 from typing import Any, Callable, ContextManager, Deque, Dict, Iterator, List, Optional, Union
 
@@ -131,6 +136,7 @@ class QueueWorker:
         self._acks: List[QueueLease] = []
         self._acks_lock = threading.Lock()
         self._ack_margin = queue.options.lease_duration / 2
+        self._acks_due: Optional[datetime] = None  # when the waiting ones must be written
         self._supervisor = Supervisor(queue, self._flush_due_acks)
 
     # -- the loop ------------------------------------------------------------------------
@@ -177,7 +183,7 @@ class QueueWorker:
     def flush(self) -> None:
         """Write the waiting batched acknowledgements now (prefetch > 1)."""
         with self._acks_lock:
-            acks, self._acks = self._acks, []
+            acks, self._acks, self._acks_due = self._acks, [], None
             if not acks:
                 return
             results = self.queue.complete_many(acks)
@@ -191,8 +197,8 @@ class QueueWorker:
     def _flush_due_acks(self) -> bool:
         """Flush when the oldest waiting acknowledgement is within half a lease
         duration of its expiry; True if that touched the database."""
-        acks = self._acks
-        if not acks or acks[0].expires_at - self.queue.clock() > self._ack_margin:
+        due = self._acks_due
+        if due is None or self.queue.clock() < due:
             return False
         self.flush()
         return True
@@ -200,9 +206,11 @@ class QueueWorker:
     # -- one job ---------------------------------------------------------------------------
 
     def run_once(self, queue_name: str, *, stop: Optional[threading.Event] = None) -> bool:
-        """Claim at most one job of ``queue_name`` and process it; True if one was
-        claimed (whatever its outcome). ``stop``, when given and set while the handler
-        runs, cancels it and leaves the job leased."""
+        """Process one job of ``queue_name``; True if there was one (whatever its
+        outcome). With ``prefetch`` 1 that is one claim of one job; with N > 1 the job
+        comes from the leases already taken, and a new claim of up to N is made only
+        when none is left. ``stop``, when given and set while the handler runs,
+        cancels it and leaves the job leased."""
         lease = self._next_lease(queue_name)
         if lease is None:
             return False
@@ -258,8 +266,7 @@ class QueueWorker:
             logger.warning("job %s on queue %s: payload does not decode to %s",
                            lease.job_id, queue_name, definition.job_type.__name__)
             return self._fail(lease, Failure.INVALID_PAYLOAD)
-        if self._acks:
-            self._flush_due_acks()
+        self._flush_due_acks()
         if self._expired(lease):
             return self._lost(lease, "lease expired before the handler started")
 
@@ -294,8 +301,12 @@ class QueueWorker:
                            queue_name, type(handler_error).__name__)
             return self._fail(lease, Failure.HANDLER_FAILED)
         if self.prefetch > 1:
+            due = lease.expires_at - self._ack_margin
             with self._acks_lock:
                 self._acks.append(lease)
+                # The earliest of them decides (a renewed lease expires later).
+                if self._acks_due is None or due < self._acks_due:
+                    self._acks_due = due
             return COMPLETED
         if not self.queue.complete(lease):
             return self._lost(lease, "lease no longer owned at completion")
@@ -305,20 +316,19 @@ class QueueWorker:
 
     def _call_handler(self, handler: Callable[..., Any], job: Any, control: JobControl) -> None:
         ctx = control.ctx
-        with self._enter_scope(ctx):
-            if ctx.cancelled.is_set():
-                return  # stopped before it started: the outcome is decided by reason
-            result = handler(job, ctx)
-            if inspect.isawaitable(result):
-                self._run_async(result, control)
-
-    @contextlib.contextmanager
-    def _enter_scope(self, ctx: JobContext) -> Iterator[None]:
-        if self.scope is None:
-            yield
+        if self.scope is None:  # no scope: spare the context-manager machinery per job
+            self._invoke(handler, job, control)
             return
         with (self.scope(ctx) if self._scope_gets_ctx else self.scope()):
-            yield
+            self._invoke(handler, job, control)
+
+    def _invoke(self, handler: Callable[..., Any], job: Any, control: JobControl) -> None:
+        ctx = control.ctx
+        if ctx.cancelled.is_set():
+            return  # stopped before it started: the outcome is decided by reason
+        result = handler(job, ctx)
+        if inspect.isawaitable(result):
+            self._run_async(result, control)
 
     @staticmethod
     def _run_async(awaitable: Any, control: JobControl) -> None:
