@@ -38,12 +38,12 @@ from datetime import datetime, timedelta
 from collections import deque
 from typing import Any, Callable, ContextManager, Deque, Dict, Iterator, List, Optional, Union
 
-from caravel_lite import codec, validation
+from caravel_lite import codec, validation, wakeup
 from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.queue import DatabaseQueue
 from caravel_lite.supervision import CANCELLED, LEASE_LOST, JobControl, Supervisor
-from caravel_lite.values import Failure, JobContext, QueueLease
+from caravel_lite.values import Failure, QueueLease
 
 __all__ = ["QueueWorker", "handle_signals"]
 
@@ -144,22 +144,29 @@ class QueueWorker:
     def run(self, queue_name: str, stop: Optional[threading.Event] = None) -> None:
         """Process jobs of ``queue_name`` one after another until ``stop`` is set.
 
-        Takes the next job at once after one finishes; when the queue is empty, waits
-        ``poll_interval`` on ``stop`` (so a stop request ends the wait at once).
+        Takes the next job at once after one finishes. When the queue is empty it waits
+        for a sign of new work (PostgreSQL LISTEN/NOTIFY, SQLite ``PRAGMA data_version``,
+        the next known due time; see :mod:`caravel_lite.wakeup`) or at most
+        ``poll_interval``, and a stop request ends the wait at once. Wake-ups are hints
+        only: a missed one delays a job by at most ``poll_interval``.
         Setting ``stop`` while a handler runs cancels it and leaves its job leased.
         Returns normally after a stop; infrastructure errors propagate.
         """
         validation.check_queue(queue_name)
         stop = stop if stop is not None else threading.Event()
         logger.info("worker started on queue %s", queue_name)
+        # Created before the first claim, so nothing committed after it goes unseen.
+        waiter = wakeup.waiter_for(self.queue, queue_name)
         try:
             while not stop.is_set():
                 if not self.run_once(queue_name, stop=stop):
-                    stop.wait(self.poll_interval)  # idle: nothing was due
+                    waiter.wait(stop, self.poll_interval)  # idle: nothing was due
         except BaseException as exc:
             logger.info("worker on queue %s stopped by %s", queue_name, type(exc).__name__)
             self._close_after(exc)
             raise
+        finally:
+            waiter.close()
         self.close()
         logger.info("worker on queue %s stopped", queue_name)
 

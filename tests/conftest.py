@@ -9,7 +9,7 @@ import peewee
 import pytest
 
 from caravel_lite import migrate
-from caravel_lite.dialect import open_database
+from caravel_lite.dialect import MARIADB, POSTGRES, SQLITE, open_database
 
 from tests.databases import (ServerDatabases, clear_tables, in_ci, selected_backends,
                              unreachable_reason)
@@ -33,6 +33,38 @@ def _server(backend: str) -> ServerDatabases:
     if backend not in _servers:
         _servers[backend] = ServerDatabases(backend)
     return _servers[backend]
+
+
+# The capabilities each test backend has (as caravel_lite.dialect describes them), for
+# tests that exercise one capability: they are not collected where it does not exist,
+# instead of being reported as skipped.
+BACKEND_DIALECTS = {"sqlite": SQLITE, "postgres": POSTGRES, "mysql": MARIADB}
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "change_signal(*names): only on backends whose dialect's change_signal "
+        "is one of names (caravel_lite.dialect.Dialect.change_signal)")
+    config.addinivalue_line("markers", "backends(*names): only on these backends")
+
+
+def _applies(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    backend = callspec.params.get("backend") if callspec is not None else None
+    if backend is None:
+        return True
+    signals = item.get_closest_marker("change_signal")
+    if signals is not None and BACKEND_DIALECTS[backend].change_signal not in signals.args:
+        return False
+    only = item.get_closest_marker("backends")
+    return only is None or backend in only.args
+
+
+def pytest_collection_modifyitems(config, items):
+    dropped = [item for item in items if not _applies(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if _applies(item)]
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -9,7 +9,7 @@ from typing import Any, List, Optional, Tuple
 
 import peewee
 
-from caravel_lite import DatabaseQueue, Dispatch, JobRegistry, QueueOptions, QueueWorker
+from caravel_lite import DatabaseQueue, Dispatch, JobRegistry, QueueOptions
 from caravel_lite.wakeup import Waiter
 
 QUEUE = "wakeup"
@@ -61,15 +61,6 @@ class Recording(Waiter):
 
     def close(self) -> None:
         self.inner.close()
-
-
-def run_worker(worker: QueueWorker, queue_name: str, stop: threading.Event,
-               waiter: Waiter) -> None:
-    """QueueWorker.run's loop with the waiter in place of ``stop.wait(poll_interval)``:
-    the integration proposed for caravel_lite.worker (see caravel_lite.wakeup)."""
-    while not stop.is_set():
-        if not worker.run_once(queue_name, stop=stop):
-            waiter.wait(stop, worker.poll_interval)
 
 
 class Started:

@@ -57,8 +57,6 @@ def listener(db, db_url):
     """A raw psycopg LISTEN on the channel; ``heard(writer)`` returns what was announced
     before a sentinel NOTIFY sent by ``writer`` (notifications of one session arrive in
     order, so no timing guess decides what "nothing announced" means)."""
-    if dialect_of(db).change_signal != "notify":
-        pytest.skip("notifications are PostgreSQL's change signal")
     import psycopg
 
     conn = psycopg.connect(db_url, autocommit=True)
@@ -78,6 +76,7 @@ def listener(db, db_url):
     conn.close()
 
 
+@pytest.mark.change_signal("notify")
 def test_insert_is_announced_with_queue_and_due_time(db, listener):
     queue = make_queue(db)
     before = floor_ms(now_micros(queue.clock))
@@ -89,6 +88,7 @@ def test_insert_is_announced_with_queue_and_due_time(db, listener):
     assert int(due) == floor_ms(now_micros(lambda: status.available_at)) >= before
 
 
+@pytest.mark.change_signal("notify")
 def test_a_delayed_insert_announces_its_future_due_time(db, listener):
     queue = make_queue(db)
     now_ms = floor_ms(now_micros(queue.clock))
@@ -97,6 +97,7 @@ def test_a_delayed_insert_announces_its_future_due_time(db, listener):
     assert int(payload.split(" ")[1]) >= now_ms + 59_000
 
 
+@pytest.mark.change_signal("notify")
 def test_a_rolled_back_insert_is_not_announced(db, listener):
     queue = make_queue(db)
     with db.atomic() as transaction:
@@ -105,6 +106,7 @@ def test_a_rolled_back_insert_is_not_announced(db, listener):
     assert listener(db) == []
 
 
+@pytest.mark.change_signal("notify")
 def test_a_duplicate_enqueue_is_not_announced_again(db, listener):
     queue = make_queue(db)
     dispatch = Dispatch(queue=QUEUE, tenant_id="tenant-a", idempotency_key="k")
@@ -114,6 +116,7 @@ def test_a_duplicate_enqueue_is_not_announced_again(db, listener):
     assert listener(db) == []
 
 
+@pytest.mark.change_signal("notify")
 def test_claim_renew_and_complete_are_silent_retry_and_replay_announce(db, listener):
     queue = make_queue(db, max_attempts=1, retry_delay=timedelta(seconds=30))
     job_id = enqueue(queue, 1)
@@ -139,6 +142,7 @@ def test_claim_renew_and_complete_are_silent_retry_and_replay_announce(db, liste
     assert int(payload.split(" ")[1]) >= now_ms + 29_000
 
 
+@pytest.mark.change_signal("notify")
 def test_a_reclaimed_expired_lease_is_announced(db, listener):
     queue = make_queue(db, lease_duration=timedelta(seconds=1), max_attempts=3)
     enqueue(queue, 1)

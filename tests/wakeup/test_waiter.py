@@ -81,9 +81,8 @@ def test_wakes_soon_after_another_process_enqueues(queue, waiter, db_url):
     assert child.exitcode == 0
 
 
+@pytest.mark.change_signal("notify", "data_version")
 def test_wakes_soon_after_another_connection_enqueues(queue, other, waiter):
-    if waiter.signal == "poll":
-        pytest.skip("no change signal on this database: covered by the poll tests")
     stop = threading.Event()
     for n in range(3):  # and again after each wake-up
         timer = threading.Timer(0.1, enqueue, args=(other, n))
@@ -124,18 +123,24 @@ def test_a_stop_set_before_the_wait_returns_at_once(waiter):
     assert woken is False and elapsed < 0.2
 
 
-@pytest.mark.parametrize("when", ["before-wait", "during-wait", "before-waiter"])
+@pytest.mark.parametrize("when", ["before-wait", "before-waiter"])
 def test_wakes_when_a_delayed_job_falls_due(queue, other, when):
-    """Whether the job was committed before the waiter existed, before the wait began
-    (found by reading the table) or during the wait (learned from its announcement),
-    the waiter wakes when it is due, not at the 30 s timeout."""
+    """Whether the job was committed before the waiter existed or before the wait began
+    (found by reading the table), the waiter wakes when it is due, not at the 30 s
+    timeout."""
+    _wakes_when_due(queue, other, when)
+
+
+@pytest.mark.change_signal("notify", "data_version")
+def test_wakes_when_a_delayed_job_committed_during_the_wait_falls_due(queue, other):
+    """Learned from the change signal (without one, the job is seen at the next poll)."""
+    _wakes_when_due(queue, other, "during-wait")
+
+
+def _wakes_when_due(queue, other, when: str) -> None:
     delay = 0.6
     waiter = None if when == "before-waiter" else waiter_for(queue, QUEUE)
     if when == "during-wait":
-        if waiter.signal == "poll":
-            waiter.close()
-            pytest.skip("without a change signal a job committed during a wait is "
-                        "seen at the next poll")
         timer = threading.Timer(0.1, enqueue, args=(other, 1), kwargs={"delay": delay})
         due = time.monotonic() + 0.1 + delay
         timer.start()
@@ -176,9 +181,8 @@ def test_wakes_when_a_lease_expires(queue, other):
     assert taken < expires + 0.6, taken - expires
 
 
+@pytest.mark.change_signal("notify")  # only notifications name their queue
 def test_a_job_of_another_queue_does_not_wake_a_listener(other, waiter):
-    if waiter.signal != "notify":
-        pytest.skip("only notifications name their queue; other signals wake for any commit")
     enqueue(other, 1, queue_name=OTHER_QUEUE)
     woken, elapsed = timed_wait(waiter, threading.Event(), 0.4)
     assert woken is False and elapsed >= 0.39
@@ -200,9 +204,8 @@ def test_an_unknown_queue_name_is_refused(queue):
 # -- failing change signals ---------------------------------------------------------------
 
 
+@pytest.mark.change_signal("notify")
 def test_a_killed_listener_falls_back_to_polling_then_reconnects(queue, other, waiter, db):
-    if waiter.signal != "notify":
-        pytest.skip("a listener connection exists only where the change signal is notify")
     pid = waiter._conn.info.backend_pid
     db.execute_sql("SELECT pg_terminate_backend(%s)", (pid,))
     stop = threading.Event()
@@ -222,9 +225,8 @@ def test_a_killed_listener_falls_back_to_polling_then_reconnects(queue, other, w
     assert woken is True and elapsed < 1.0  # notifications again
 
 
+@pytest.mark.change_signal("notify")
 def test_an_unreachable_listener_polls(queue, monkeypatch):
-    if dialect_of(queue.db).change_signal != "notify":
-        pytest.skip("a listener connection exists only where the change signal is notify")
     import psycopg
 
     def refuse(*args, **kwargs):
@@ -236,9 +238,8 @@ def test_an_unreachable_listener_polls(queue, monkeypatch):
     assert woken is False and 0.29 <= elapsed < 5
 
 
+@pytest.mark.change_signal("data_version")
 def test_a_failing_data_version_connection_falls_back_then_reopens(queue, other, waiter):
-    if waiter.signal != "data_version":
-        pytest.skip("PRAGMA data_version is SQLite's change signal")
     waiter._conn.close()  # every further probe on it fails
     stop = threading.Event()
     woken, elapsed = timed_wait(waiter, stop, 0.3)
@@ -253,9 +254,8 @@ def test_a_failing_data_version_connection_falls_back_then_reopens(queue, other,
     assert woken is True and elapsed < 1.0
 
 
+@pytest.mark.backends("sqlite")
 def test_an_in_memory_sqlite_database_polls(backend):
-    if backend != "sqlite":
-        pytest.skip("in-memory databases are SQLite's")
     db = open_database("sqlite:///:memory:")
     with db.connection_context():
         migrate(db)

@@ -1,6 +1,7 @@
-"""A real QueueWorker driven by the loop proposed for QueueWorker.run (helpers.run_worker):
-with a working waiter it starts a job far sooner than its poll interval; with a waiter
-that never wakes it still starts every job within its poll interval."""
+"""A real QueueWorker.run: with a working waiter it starts a job far sooner than its poll
+interval; with a waiter that never wakes it still starts every job within its poll
+interval. The waiter run() creates is wrapped (or deafened) through
+caravel_lite.wakeup.waiter_for, which run() looks up at call time."""
 from __future__ import annotations
 
 import threading
@@ -8,16 +9,15 @@ import time
 
 import pytest
 
-from caravel_lite import JobRegistry, QueueWorker
+from caravel_lite import JobRegistry, QueueWorker, wakeup
 from caravel_lite.wakeup import Waiter, waiter_for
-from tests.wakeup.helpers import (QUEUE, Ping, Recording, Started, enqueue, make_queue,
-                                  run_worker)
+from tests.wakeup.helpers import QUEUE, Ping, Recording, Started, enqueue, make_queue
 
 
 class _Loop:
-    """run_worker in a thread over its own connection; keeps any exception."""
+    """QueueWorker.run in a thread over its own connection; keeps any exception."""
 
-    def __init__(self, connect, poll_interval: float, deaf: bool = False) -> None:
+    def __init__(self, connect, monkeypatch, poll_interval: float, deaf: bool = False) -> None:
         self.started = Started()
         registry = JobRegistry()
         registry.register("wakeup.ping.v1", Ping, self.started)
@@ -28,6 +28,7 @@ class _Loop:
         if deaf:
             _deafen(inner)
         self.waiter = Recording(inner)
+        monkeypatch.setattr(wakeup, "waiter_for", lambda queue, name: self.waiter)
         self.stop = threading.Event()
         self.errors: list = []
         self.thread = threading.Thread(target=self._main, daemon=True)
@@ -35,11 +36,10 @@ class _Loop:
 
     def _main(self) -> None:
         try:
-            run_worker(self.worker, QUEUE, self.stop, self.waiter)
+            self.worker.run(QUEUE, self.stop)  # closes the waiter on the way out
         except BaseException as exc:  # reported by close()
             self.errors.append(exc)
         finally:
-            self.waiter.close()
             self.db.close()
 
     def close(self) -> None:
@@ -70,14 +70,11 @@ def _pickups(loop: _Loop, other, count: int) -> list:
     return delays
 
 
-def test_an_idle_worker_starts_a_new_job_well_before_its_poll_interval(connect, backend):
+@pytest.mark.change_signal("notify", "data_version")
+def test_an_idle_worker_starts_a_new_job_well_before_its_poll_interval(connect, backend,
+                                                                        monkeypatch):
     other = make_queue(connect())
-    probe = waiter_for(other, QUEUE)
-    signal = probe.signal
-    probe.close()
-    if signal == "poll":
-        pytest.skip("no change signal on this database: the worker polls")
-    loop = _Loop(connect, poll_interval=30.0)
+    loop = _Loop(connect, monkeypatch, poll_interval=30.0)
     try:
         delays = _pickups(loop, other, 5)
     finally:
@@ -88,10 +85,10 @@ def test_an_idle_worker_starts_a_new_job_well_before_its_poll_interval(connect, 
 
 
 @pytest.mark.parametrize("deaf", [False, True], ids=["real-waiter", "deaf-waiter"])
-def test_jobs_start_within_the_poll_interval_even_without_wakeups(connect, deaf):
+def test_jobs_start_within_the_poll_interval_even_without_wakeups(connect, deaf, monkeypatch):
     poll = 0.3
     other = make_queue(connect())
-    loop = _Loop(connect, poll_interval=poll, deaf=deaf)
+    loop = _Loop(connect, monkeypatch, poll_interval=poll, deaf=deaf)
     try:
         delays = _pickups(loop, other, 3)
     finally:
@@ -101,8 +98,8 @@ def test_jobs_start_within_the_poll_interval_even_without_wakeups(connect, deaf)
         assert True not in loop.waiter.results  # only the poll ever ended a wait
 
 
-def test_stop_ends_an_idle_worker_loop_promptly(connect):
-    loop = _Loop(connect, poll_interval=30.0)
+def test_stop_ends_an_idle_worker_loop_promptly(connect, monkeypatch):
+    loop = _Loop(connect, monkeypatch, poll_interval=30.0)
     assert loop.waiter.entered.wait(10)
     stopped = time.monotonic()
     loop.close()
