@@ -16,18 +16,16 @@ import peewee
 
 from caravel_lite import validation
 from caravel_lite.admin import QueueAdmin
+from caravel_lite.enqueue import Enqueuing
 from caravel_lite.clock import (Clock, ceil_ms, duration_micros, floor_ms, from_ms, now_micros,
                                 system_clock)
 from caravel_lite.dialect import dialect_of, retrying, transient_retries
-from caravel_lite.envelope import Envelope, prepare_envelope
-from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
-from caravel_lite.ids import new_id
+from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, default_telemetry, logger
 from caravel_lite.options import QueueOptions, resolve_options
 from caravel_lite.registry import JobRegistry, require_registry
 from caravel_lite.statements import BatchStatements, Statements
-from caravel_lite.values import (Dispatch, EnqueueResult, Failure, JobContext,
-                                 QueueLease)
+from caravel_lite.values import Failure, JobContext, QueueLease
 
 # How many due candidates one claim round reads; losing the race for one moves on to
 # the next, and a claim gives up (returns None) after CLAIM_ROUNDS empty-handed rounds.
@@ -37,19 +35,11 @@ CLAIM_ROUNDS = 3
 # statements of at most this many rows (well under every database's parameter limit).
 MAX_BATCH = 1000
 COMPLETE_CHUNK = 100
-INSERT_CHUNK = 200
-
-
-ENQUEUE_ATTEMPTS = 3
 
 
 class _PartialBatch(Exception):
     """A batch statement matched fewer rows than it named (rolled back, then settled
     one by one)."""
-
-
-def _same_job(a: Envelope, b: Envelope) -> bool:
-    return a.wire_name == b.wire_name and a.payload == b.payload
 
 
 def _claim_order(row: Sequence[Any]) -> Tuple[Any, ...]:
@@ -69,7 +59,7 @@ def backoff_micros(options: QueueOptions, attempt: int) -> int:
     return base << exponent
 
 
-class DatabaseQueue(QueueAdmin):
+class DatabaseQueue(Enqueuing, QueueAdmin):
     """The queue over one Peewee database (SQLite, PostgreSQL or MariaDB/MySQL).
 
     ``db`` must have been migrated (:func:`caravel_lite.migrate`); the queue never
@@ -104,157 +94,6 @@ class DatabaseQueue(QueueAdmin):
         def run() -> int:
             return self.db.execute_sql(sql, params).rowcount
         return retrying(self.dialect, self.db, run, on_retry=transient_retries.increment)
-
-    # -- enqueue -----------------------------------------------------------------------
-
-    def enqueue(self, job: Any, dispatch: Dispatch) -> EnqueueResult:
-        """Save ``job`` for later execution and return its id.
-
-        Validates everything first and writes nothing on bad input. With an
-        idempotency key, a repeat of the same (queue, tenant, key) with the same wire
-        name and payload returns the original id with ``already_enqueued=True`` in any
-        state, without changing it; a different payload raises
-        :class:`QueueIdempotencyConflict`. Called inside the caller's ``db.atomic()``,
-        the job joins that transaction (a savepoint guards the duplicate race).
-        """
-        envelope = prepare_envelope(self.registry, self.options, job, dispatch,
-                                    self._now_us())
-        return self.enqueue_envelope(envelope, new_id())
-
-    def enqueue_envelope(self, envelope: Envelope, job_id: uuid.UUID) -> EnqueueResult:
-        """Write an already validated envelope under ``job_id`` (the relay passes the
-        intent's id so that every relay converges on one job)."""
-        now_ms = floor_ms(self._now_us())
-        params = (str(job_id), envelope.queue, envelope.tenant_id, envelope.idempotency_key,
-                  envelope.dedup_key, envelope.wire_name, envelope.payload,
-                  int(envelope.priority), envelope.available_at_ms, envelope.max_attempts,
-                  "pending", now_ms, 0, 0, 0, now_ms)
-        try:
-            if self.db.in_transaction():
-                # A savepoint: a duplicate-key error must not poison the caller's
-                # transaction (PostgreSQL aborts the whole transaction otherwise).
-                with self.db.atomic():
-                    self._execute(self._sql.insert, params)
-            else:
-                self._execute(self._sql.insert, params)
-        except peewee.IntegrityError:
-            existing = self._existing(envelope, job_id)
-            if existing is None:
-                raise
-            self.telemetry.count("deduplicated", envelope.queue)
-            return existing
-        self.telemetry.count("accepted", envelope.queue)
-        logger.debug("enqueued job %s on queue %s", job_id, envelope.queue)
-        return EnqueueResult(job_id, False)
-
-    def enqueue_many(self, items: Sequence[Tuple[Any, Dispatch]]) -> List[EnqueueResult]:
-        """Enqueue several ``(job, dispatch)`` pairs in one transaction (the caller's,
-        through a savepoint, when one is open); result i belongs to item i.
-
-        Every item is validated before any SQL runs, and nothing is written if one is
-        invalid. Idempotency is exactly that of :meth:`enqueue` applied in order: a key
-        already used (by a stored job in any state, or by an earlier item of the batch)
-        with the same wire name and payload answers that job's id with
-        ``already_enqueued=True``; with a different one the whole call raises
-        :class:`QueueIdempotencyConflict` and writes nothing of the batch. New jobs are
-        written with multi-row INSERTs.
-        """
-        if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
-            raise InvalidField("items", "must be a sequence of (job, Dispatch) pairs")
-        now_us = self._now_us()
-        envelopes: List[Envelope] = []
-        for index, item in enumerate(items):
-            if not isinstance(item, tuple) or len(item) != 2:
-                raise InvalidField("items", f"item {index} must be a (job, Dispatch) pair")
-            envelopes.append(prepare_envelope(self.registry, self.options, item[0], item[1],
-                                              now_us))
-        if not envelopes:
-            return []
-        ids = [new_id() for _ in envelopes]
-        # The first item of each key speaks for the key; later ones must match it.
-        first: dict = {}
-        for index, envelope in enumerate(envelopes):
-            key = envelope.dedup_key
-            if key is None:
-                continue
-            earlier = first.setdefault(key, index)
-            if earlier != index and not _same_job(envelopes[earlier], envelope):
-                raise QueueIdempotencyConflict(
-                    f"items {earlier} and {index} use one idempotency key for different "
-                    f"types or payloads")
-        for attempt in range(1, ENQUEUE_ATTEMPTS + 1):
-            try:
-                stored = self._enqueue_batch(envelopes, ids, first)
-                break
-            except peewee.IntegrityError:
-                # Another writer took one of our keys between our read and our INSERT;
-                # the batch was rolled back whole: read again and redo it.
-                if attempt == ENQUEUE_ATTEMPTS:
-                    raise
-        results: List[EnqueueResult] = []
-        for index, envelope in enumerate(envelopes):
-            key = envelope.dedup_key
-            if key is None:
-                results.append(EnqueueResult(ids[index], False))
-            elif key in stored:
-                results.append(EnqueueResult(stored[key], True))
-            elif first[key] == index:
-                results.append(EnqueueResult(ids[index], False))
-            else:
-                results.append(EnqueueResult(ids[first[key]], True))
-        for result, envelope in zip(results, envelopes):
-            self.telemetry.count("deduplicated" if result.already_enqueued else "accepted",
-                                 envelope.queue)
-        logger.debug("enqueued a batch of %d job(s)", len(envelopes))
-        return results
-
-    def _enqueue_batch(self, envelopes: List[Envelope], ids: List[uuid.UUID],
-                       first: dict) -> dict:
-        """One transaction: read which keys already have a job (raising on a conflict),
-        insert the rest. Returns {dedup key: existing job id}."""
-        now_ms = floor_ms(self._now_us())
-        stored: dict = {}
-        with self.dialect.write_transaction(self.db):
-            keys = list(first)
-            for start in range(0, len(keys), INSERT_CHUNK):
-                part = keys[start:start + INSERT_CHUNK]
-                rows = self._execute(self._batch.existing_by_dedup(len(part)), part).fetchall()
-                for existing_id, key, wire_name, payload in rows:
-                    envelope = envelopes[first[key]]
-                    if wire_name != envelope.wire_name or payload != envelope.payload:
-                        raise QueueIdempotencyConflict(
-                            "idempotency key already used for a job with a different type "
-                            "or payload", uuid.UUID(existing_id))
-                    stored[key] = uuid.UUID(existing_id)
-            new = [index for index, envelope in enumerate(envelopes)
-                   if envelope.dedup_key is None
-                   or (first[envelope.dedup_key] == index and envelope.dedup_key not in stored)]
-            for start in range(0, len(new), INSERT_CHUNK):
-                part = new[start:start + INSERT_CHUNK]
-                params: List[Any] = []
-                for index in part:
-                    e = envelopes[index]
-                    params += (str(ids[index]), e.queue, e.tenant_id, e.idempotency_key,
-                               e.dedup_key, e.wire_name, e.payload, int(e.priority),
-                               e.available_at_ms, e.max_attempts, "pending", now_ms, 0, 0, 0,
-                               now_ms)
-                self._execute(self._batch.insert_many(len(part)), params)
-        return stored
-
-    def _existing(self, envelope: Envelope, job_id: uuid.UUID) -> Optional[EnqueueResult]:
-        row = None
-        if envelope.dedup_key is not None:
-            row = self._execute(self._sql.existing_by_dedup, (envelope.dedup_key,)).fetchone()
-        if row is None:
-            row = self._execute(self._sql.existing_by_id, (str(job_id),)).fetchone()
-        if row is None:
-            return None
-        existing_id, wire_name, payload = row
-        if wire_name != envelope.wire_name or payload != envelope.payload:
-            raise QueueIdempotencyConflict(
-                "idempotency key already used for a job with a different type or payload",
-                uuid.UUID(existing_id))
-        return EnqueueResult(uuid.UUID(existing_id), True)
 
     # -- claim -------------------------------------------------------------------------
 
