@@ -9,7 +9,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import peewee
 
 from caravel_lite.clock import floor_ms
-from caravel_lite.envelope import Envelope, prepare_envelope
+from caravel_lite.envelope import Envelope, prepare_envelope, stored_match
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
 from caravel_lite.ids import new_id
 from caravel_lite.observability import logger
@@ -172,9 +172,4 @@ class Enqueuing:
             row = self._execute(self._sql.existing_by_id, (str(job_id),)).fetchone()
         if row is None:
             return None
-        existing_id, wire_name, payload = row
-        if wire_name != envelope.wire_name or payload != envelope.payload:
-            raise QueueIdempotencyConflict(
-                "idempotency key already used for a job with a different type or payload",
-                uuid.UUID(existing_id))
-        return EnqueueResult(uuid.UUID(existing_id), True)
+        return EnqueueResult(stored_match(envelope, row, "used"), True)

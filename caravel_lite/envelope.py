@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import uuid
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from caravel_lite import codec, validation
 from caravel_lite.clock import ceil_ms, floor_ms, to_micros
-from caravel_lite.errors import InvalidField
+from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
 from caravel_lite.options import QueueOptions
 from caravel_lite.registry import JobRegistry
 from caravel_lite.values import Dispatch, Priority
@@ -85,3 +86,15 @@ def _same_job(decoded: Any, job: Any) -> bool:
     if getattr(type(job), "__dataclass_params__").eq:
         return decoded == job
     return dataclasses.astuple(decoded) == dataclasses.astuple(job)
+
+
+def stored_match(envelope: Envelope, row: tuple, where: str) -> uuid.UUID:
+    """The id of a stored row ``(id, wire_name, payload)`` holding the same idempotency
+    key, when it holds the same job; otherwise :class:`QueueIdempotencyConflict`.
+    ``where`` says what holds the key ("enqueued", "staged")."""
+    existing_id, wire_name, payload = row
+    if wire_name != envelope.wire_name or payload != envelope.payload:
+        raise QueueIdempotencyConflict(
+            f"idempotency key already {where} for a job with a different type or payload",
+            uuid.UUID(existing_id))
+    return uuid.UUID(existing_id)

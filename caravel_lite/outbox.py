@@ -18,11 +18,11 @@ import peewee
 
 from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros, system_clock
 from caravel_lite.dialect import dialect_of, retrying
-from caravel_lite.errors import OutsideTransaction, QueueIdempotencyConflict
+from caravel_lite.errors import OutsideTransaction
 from caravel_lite.ids import new_id
 from caravel_lite import validation
 from caravel_lite.options import QueueOptions, resolve_options
-from caravel_lite.envelope import Envelope, prepare_envelope
+from caravel_lite.envelope import Envelope, prepare_envelope, stored_match
 from caravel_lite.registry import JobRegistry, require_registry
 from caravel_lite.schema import OUTBOX_TABLE
 from caravel_lite.values import Dispatch
@@ -261,12 +261,7 @@ class QueueOutbox:
         row = self.db.execute_sql(self._table.by_dedup_sql, (envelope.dedup_key,)).fetchone()
         if row is None:
             return None
-        existing_id, wire_name, payload = row
-        if wire_name != envelope.wire_name or payload != envelope.payload:
-            raise QueueIdempotencyConflict(
-                "idempotency key already staged for a job with a different type or payload",
-                uuid.UUID(existing_id))
-        return StageResult(uuid.UUID(existing_id), True)
+        return StageResult(stored_match(envelope, row, "staged"), True)
 
     def status(self) -> OutboxCounts:
         """Pending, dispatched and set-aside intents (set-aside ones by reason).
