@@ -45,16 +45,23 @@ def _kill_others(db, name) -> int:
 
 
 def _worker(children, url):
+    # INFO, so that the test can see the worker enter its loop: killing its connection
+    # earlier (while it checks the schema) is a start-up failure, not the fault tested.
     return children.start(["worker", "tests.faults.jobs:registry", "--queue", QUEUE,
                            "--database", url, "--lease-seconds", "2",
-                           "--poll-interval", "0.1", "--log-level", "ERROR"],
+                           "--poll-interval", "0.1", "--log-level", "INFO"],
                           module="caravel_lite")
+
+
+def _running(child) -> bool:
+    return "worker started on queue" in child.stderr()
 
 
 def _faulted_once(child):
     child.popen.wait(20)
     text = child.stderr()
-    lines = [line for line in text.splitlines() if line.strip()]
+    # The command's own lines (its log lines carry a timestamp and the logger's name).
+    lines = [line for line in text.splitlines() if line.startswith("caravel_lite worker:")]
     assert child.popen.returncode == 1, text
     assert "Traceback" not in text, text
     assert len(lines) == 1 and lines[0].startswith("caravel_lite worker: worker faulted:"), text
@@ -68,7 +75,8 @@ def test_connection_killed_idle_and_mid_job(backend, fault_db, db_url, tmp_path)
     accepted = []
     with Children(tmp_path, env={"CARAVEL_FAULT_URL": db_url}) as children:
         idle = _worker(children, db_url)
-        wait_for(lambda: _others(fault_db, name), timeout=20, message="the worker to connect")
+        wait_for(lambda: _running(idle) and _others(fault_db, name), timeout=20,
+                 message="the worker to enter its loop")
         assert _kill_others(fault_db, name) >= 1
         _faulted_once(idle)
 
