@@ -105,7 +105,17 @@ class Waiter:
 
     def close(self) -> None:
         """Release what the waiter holds (its own connection). Idempotent."""
+        self._close_connection()
         self.closed = True
+
+    def _close_connection(self) -> None:
+        # Strategies with a connection of their own keep it in ``_conn``.
+        conn, self._conn = getattr(self, "_conn", None), None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # closing a broken connection may fail; it is gone anyway
+                pass
 
     def __enter__(self) -> "Waiter":
         return self
@@ -228,17 +238,6 @@ class DataVersionWaiter(Waiter):
             if remaining <= 0 or stop.wait(min(self.probe_interval, remaining)):
                 return False
 
-    def _close_connection(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except sqlite3.Error:
-                pass
-
-    def close(self) -> None:
-        self._close_connection()
-        super().close()
 
 
 class NotifyWaiter(Waiter):
@@ -332,17 +331,6 @@ class NotifyWaiter(Waiter):
                 return False  # the caller recomputes how long to wait
         return False
 
-    def _close_connection(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # closing a broken connection may fail; it is gone anyway
-                pass
-
-    def close(self) -> None:
-        self._close_connection()
-        super().close()
 
 
 _STRATEGIES = {"poll": PollWaiter, "data_version": DataVersionWaiter, "notify": NotifyWaiter}

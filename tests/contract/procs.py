@@ -2,10 +2,13 @@
 each child imports this module afresh and opens its own database from the URL)."""
 from __future__ import annotations
 
-from typing import Any, List
+import multiprocessing
+from typing import Any, Callable, List
 
 from caravel_lite import open_database
 from tests.contract.jobs import QUEUE, Ping, dispatch, make_queue
+
+TIMEOUT = 120  # generous: the machine is shared with other suites
 
 
 def _open(url: str):
@@ -56,3 +59,23 @@ def drain(url: str, barrier: Any, results: Any) -> None:
         results.put(done)
     finally:
         db.close()
+
+
+def in_processes(count: int, target: Callable, url: str) -> List[Any]:
+    """Run ``target(url, barrier, results)`` in ``count`` spawned processes; return what
+    each put on ``results``, after checking that every child exited 0."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(count)
+    results = ctx.Queue()
+    children = [ctx.Process(target=target, args=(url, barrier, results)) for _ in range(count)]
+    for child in children:
+        child.start()
+    try:
+        collected = [results.get(timeout=TIMEOUT) for _ in children]
+    finally:
+        for child in children:
+            child.join(timeout=TIMEOUT)
+            if child.is_alive():
+                child.kill()
+    assert [child.exitcode for child in children] == [0] * count
+    return collected

@@ -2,7 +2,6 @@
 guarantee of their one-job forms (SPEC §3-§6), on every database."""
 from __future__ import annotations
 
-import multiprocessing
 import threading
 import uuid
 from collections import Counter
@@ -14,10 +13,11 @@ import pytest
 from caravel_lite import (Failure, JobState, Priority, QueueIdempotencyConflict,
                           open_database)
 from caravel_lite.testing import ManualClock
+from tests.contract import procs
 from tests.contract.jobs import (QUEUE, TENANT, Blob, Ping, dispatch, make_queue, row,
                                  row_count)
 
-TIMEOUT = 120
+TIMEOUT = procs.TIMEOUT
 
 
 # -- claim_many ---------------------------------------------------------------------------
@@ -135,20 +135,7 @@ def test_processes_draining_in_batches_complete_each_job_exactly_once(db, db_url
     queue = make_queue(db)
     ids = {str(r.job_id) for r in queue.enqueue_many([(Ping(i), dispatch())
                                                        for i in range(150)])}
-    ctx = multiprocessing.get_context("spawn")
-    barrier, results = ctx.Barrier(3), ctx.Queue()
-    children = [ctx.Process(target=_drain_in_batches, args=(db_url, barrier, results))
-                for _ in range(3)]
-    for child in children:
-        child.start()
-    try:
-        collected = [results.get(timeout=TIMEOUT) for _ in children]
-    finally:
-        for child in children:
-            child.join(timeout=TIMEOUT)
-            if child.is_alive():
-                child.kill()
-    assert [child.exitcode for child in children] == [0, 0, 0]
+    collected = procs.in_processes(3, _drain_in_batches, db_url)
     completed = Counter(job_id for done in collected for job_id in done)
     assert set(completed) == ids and max(completed.values()) == 1
     counts = queue.counts(QUEUE)

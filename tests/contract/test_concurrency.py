@@ -2,7 +2,6 @@
 one completion (SPEC §4 idempotency, §5 claim)."""
 from __future__ import annotations
 
-import multiprocessing
 import threading
 import uuid
 from collections import Counter
@@ -15,7 +14,7 @@ from tests.contract import procs
 from tests.contract.jobs import QUEUE, TENANT, Ping, dispatch, make_queue, row_count
 
 THREADS = 8
-TIMEOUT = 120  # generous: the machine is shared with other suites
+TIMEOUT = procs.TIMEOUT
 
 
 def _in_threads(count: int, action: Callable[[], Any]) -> List[Any]:
@@ -44,24 +43,6 @@ def _in_threads(count: int, action: Callable[[], Any]) -> List[Any]:
     return results
 
 
-def _in_processes(count: int, target: Callable, url: str) -> List[Any]:
-    ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(count)
-    results = ctx.Queue()
-    children = [ctx.Process(target=target, args=(url, barrier, results)) for _ in range(count)]
-    for child in children:
-        child.start()
-    try:
-        collected = [results.get(timeout=TIMEOUT) for _ in children]
-    finally:
-        for child in children:
-            child.join(timeout=TIMEOUT)
-            if child.is_alive():
-                child.kill()
-    assert [child.exitcode for child in children] == [0] * count
-    return collected
-
-
 def test_same_key_from_threads_makes_one_job(db, connect):
     shared = connect()  # one Database object: Peewee keeps a connection per thread
     queue = make_queue(shared)
@@ -73,7 +54,7 @@ def test_same_key_from_threads_makes_one_job(db, connect):
 
 
 def test_same_key_from_processes_makes_one_job(db, db_url):
-    results = _in_processes(2, procs.enqueue_same_key, db_url)
+    results = procs.in_processes(2, procs.enqueue_same_key, db_url)
     assert len({job_id for job_id, _ in results}) == 1
     assert sorted(flag for _, flag in results) == [False, True]
     assert row_count(db) == 1
@@ -93,7 +74,7 @@ def test_threads_claiming_one_job_get_one_lease(db, connect):
 
 def test_processes_claiming_one_job_get_one_lease(db, db_url):
     job_id = make_queue(db).enqueue(Ping(1), dispatch()).job_id
-    results = _in_processes(4, procs.claim_once, db_url)
+    results = procs.in_processes(4, procs.claim_once, db_url)
     assert sorted(results, key=lambda r: r is not None) == [None, None, None, str(job_id)]
     assert make_queue(db).status(job_id, QUEUE, TENANT).attempts == 1
 
@@ -102,7 +83,7 @@ def test_processes_claiming_one_job_get_one_lease(db, db_url):
 def test_processes_drain_every_job_exactly_once(db, db_url):
     queue = make_queue(db)
     ids = {str(queue.enqueue(Ping(i), dispatch()).job_id) for i in range(60)}
-    results = _in_processes(3, procs.drain, db_url)
+    results = procs.in_processes(3, procs.drain, db_url)
     completed = Counter(job_id for done in results for job_id in done)
     assert set(completed) == ids
     assert max(completed.values()) == 1

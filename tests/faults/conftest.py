@@ -8,7 +8,6 @@ from typing import Iterator
 import peewee
 import pytest
 
-from caravel_lite.dialect import open_database
 from tests.faults import jobs, report
 
 

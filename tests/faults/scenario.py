@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import List, Sequence
 
 import peewee
 
 from tests.faults import jobs
-from tests.faults.procs import Child, Children
+from tests.faults.procs import Children
 from tests.support import wait_for
 
 

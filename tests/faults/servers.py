@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from typing import Optional
 
 from tests.support import wait_for

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -11,7 +10,7 @@ import peewee
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from caravel_lite import (CaravelError, DatabaseQueue, Dispatch, Failure, InvalidField, JobContext,
+from caravel_lite import (CaravelError, DatabaseQueue, Dispatch, Failure, InvalidField,
                           JobRegistry, JobState, QueueOptions, QueueWorker, codec)
 from tests.faults import report
 

@@ -3,7 +3,6 @@ acknowledgement lost after the handler committed, clock skew between two queues,
 a rolling upgrade from the previous schema revision."""
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta, timezone
 
 import peewee

@@ -8,7 +8,7 @@ import threading
 import peewee
 import pytest
 
-from caravel_lite import CaravelError, DatabaseQueue, Dispatch, JobRegistry, QueueOptions, migrate
+from caravel_lite import CaravelError, DatabaseQueue, Dispatch, QueueOptions, migrate
 from caravel_lite.dialect import open_database, transient_retries
 from caravel_lite.errors import DatabaseBusy
 from tests.faults.jobs import Work, registry
