@@ -55,6 +55,10 @@ class Dialect:
     # "data_version" (PRAGMA data_version changes when another connection commits) or
     # "poll" (no cheap signal: claim again every poll_interval).
     change_signal: str = "poll"
+    # Indexes may carry a WHERE clause and hold only the rows that match it (SQLite,
+    # PostgreSQL; not MariaDB/MySQL). Rows outside the predicate cost an insert or
+    # update no write to that index (migration 0004 and caravel_lite.schema use it).
+    partial_indexes: bool = False
 
     def param(self, db: peewee.Database) -> str:
         return db.param
@@ -111,10 +115,11 @@ def _mysql_code(exc: BaseException) -> Optional[int]:
 
 
 SQLITE = Dialect("sqlite", immediate_writes=True, exact_collation=None, payload_type="TEXT",
-                 change_signal="data_version", update_returning=True, claim_lock="")
+                 change_signal="data_version", update_returning=True, claim_lock="",
+                 partial_indexes=True)
 POSTGRES = Dialect("postgres", immediate_writes=False, exact_collation=None, payload_type="TEXT",
                    change_signal="notify", update_returning=True,
-                   claim_lock="FOR UPDATE SKIP LOCKED")
+                   claim_lock="FOR UPDATE SKIP LOCKED", partial_indexes=True)
 MARIADB = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_nopad_bin",
                   payload_type="MEDIUMTEXT")
 MYSQL = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_0900_bin",
