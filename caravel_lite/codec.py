@@ -13,11 +13,12 @@ import decimal
 import enum
 import json
 import math
+import re
 import sys
 import types
 import typing
 import uuid
-from typing import Any
+from typing import Any, FrozenSet, Optional, Tuple
 
 from caravel_lite.errors import InvalidField
 
@@ -30,10 +31,18 @@ class PayloadDecodeError(ValueError):
     The message names the path inside the payload, never its values."""
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_surrogate(text: str) -> bool:
+    """True if ``text`` holds a lone surrogate (valid in a Python str, not in UTF-8)."""
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
 def _to_plain(value: Any, depth: int, path: str) -> Any:
     """Turn a supported value into plain JSON data, enforcing the depth limit."""
     if value is None or isinstance(value, (bool, str)):
-        if isinstance(value, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        if isinstance(value, str) and has_surrogate(value):
             raise InvalidField("payload", f"{path}: unpaired surrogate in string")
         return value
     if isinstance(value, enum.Enum):
@@ -73,17 +82,116 @@ def _to_plain(value: Any, depth: int, path: str) -> Any:
     raise InvalidField("payload", f"{path}: values of type {type(value).__name__} are not supported")
 
 
+# One encoder object for every call: json.dumps with non-default options builds a new
+# encoder each time.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                            allow_nan=False)
+
+
 def encode(job: Any) -> str:
     """The canonical JSON text of a job (a dataclass instance)."""
     if not dataclasses.is_dataclass(job) or isinstance(job, type):
         raise InvalidField("job", f"must be a dataclass instance, got {type(job).__name__}")
-    plain = _to_plain(job, 0, "$")
-    return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
+    return _ENCODER.encode(_to_plain(job, 0, "$"))
+
+
+# -- the fast path: jobs made of plain scalars -----------------------------------------
+#
+# Enqueue must prove that the stored text decodes back to an equal job (see
+# caravel_lite.envelope). For the common job, a flat dataclass of str/int/float/bool
+# fields, that proof needs no JSON parsing: a value whose exact type is the field's
+# annotation comes back from JSON unchanged, so decoding would call the constructor
+# with the very same values. encode_scalars checks exactly that and calls the
+# constructor itself; anything else takes the general path.
+
+_NONE = type(None)
+_SCALARS = (str, int, float, bool)
+_ANY_SCALAR = frozenset(_SCALARS + (_NONE,))
+_PLANS: dict = {}  # job type -> plan or None, filled on first use
+
+
+def _exact_types(hint: Any) -> Optional[FrozenSet[type]]:
+    """The value types that JSON gives back unchanged under ``hint``: for str, int,
+    float, bool, their Optional forms and Any; None for every other annotation."""
+    if hint is Any:
+        return _ANY_SCALAR
+    if hint in _SCALARS:
+        return frozenset((hint,))
+    if typing.get_origin(hint) in _UNION_TYPES:
+        args = typing.get_args(hint)
+        if len(args) == 2 and _NONE in args:
+            other = args[0] if args[1] is _NONE else args[1]
+            if other in _SCALARS:
+                return frozenset((other, _NONE))
+    return None
+
+
+def _scalar_plan(job_type: type) -> Optional[Tuple[Tuple[str, FrozenSet[type]], ...]]:
+    """((field name, accepted exact types), ...) when every field of ``job_type`` is a
+    scalar the constructor takes (no init=False field, no InitVar), else None."""
+    try:
+        return _PLANS[job_type]
+    except KeyError:
+        pass
+    plan = None
+    try:
+        fields = dataclasses.fields(job_type)
+        if (len(fields) == len(job_type.__dataclass_fields__)
+                and all(f.init for f in fields)):
+            hints = _hints(job_type)
+            kinds = tuple((f.name, _exact_types(hints.get(f.name, Any))) for f in fields)
+            if all(types_ is not None for _, types_ in kinds):
+                plan = kinds
+    except Exception:  # unresolvable annotations and the like: the general path decides
+        plan = None
+    _PLANS[job_type] = plan
+    return plan
+
+
+def encode_scalars(job_type: type, job: Any) -> Optional[str]:
+    """The canonical text of ``job`` (exactly what :func:`encode` returns) when it is
+    proven to decode back to an equal job without parsing; None when the general
+    encode-and-decode proof must decide (and raise, if the job cannot be stored)."""
+    if type(job) is not job_type:
+        return None
+    plan = _scalar_plan(job_type)
+    if plan is None:
+        return None
+    data = {}
+    for name, accepted in plan:
+        value = getattr(job, name)
+        kind = type(value)
+        if kind not in accepted:
+            return None
+        if kind is str:
+            if has_surrogate(value):
+                return None
+        elif kind is float and not math.isfinite(value):
+            return None
+        data[name] = value
+    try:
+        # What decoding would build: the constructor (and any __post_init__) applied to
+        # the same values.
+        rebuilt = job_type(**data)
+    except Exception:
+        return None
+    if not same_job(rebuilt, job):
+        return None
+    return _ENCODER.encode(data)
+
+
+def same_job(decoded: Any, job: Any) -> bool:
+    """Equal values, also for job classes declared with ``eq=False`` (compared field by
+    field rather than by identity)."""
+    if type(decoded) is not type(job):
+        return False
+    if getattr(type(job), "__dataclass_params__").eq:
+        return decoded == job
+    return dataclasses.astuple(decoded) == dataclasses.astuple(job)
 
 
 def utf8_size(text: str) -> int:
-    return len(text.encode("utf-8"))
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _fail(path: str, expected: str) -> PayloadDecodeError:

@@ -1,0 +1,122 @@
+"""codec.encode_scalars, the enqueue fast path for flat jobs: whenever it answers, it
+answers exactly what the general encode-decode-compare proof would (the same text),
+and it declines every job the general path must judge."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import InitVar, dataclass, field
+from typing import Any, Optional
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from caravel_lite import InvalidField
+from caravel_lite.codec import decode, encode, encode_scalars
+from caravel_lite.envelope import _prove_round_trip
+
+
+@dataclass(frozen=True)
+class Flat:
+    s: str
+    i: int
+    f: float
+    b: bool
+    o: Optional[int]
+    a: Any
+
+
+@dataclass
+class Bumping:
+    """Each construction changes the value, so a decoded copy never equals the job."""
+
+    n: int
+
+    def __post_init__(self):
+        self.n += 1
+
+
+@dataclass
+class Counted:
+    n: int
+    seen: int = field(default=0, init=False)
+
+
+@dataclass
+class WithInitVar:
+    n: int
+    scale: InitVar[int] = 1
+
+
+@dataclass
+class Nested:
+    inner: Flat
+
+
+def _general(job_type, job) -> str:
+    """The general path: encode, then decode and compare (raises InvalidField)."""
+    payload = encode(job)
+    _prove_round_trip(job_type, job, payload)
+    return payload
+
+
+anything = (st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+            | st.lists(st.integers(), max_size=2))
+
+
+@settings(max_examples=400, deadline=None)
+@given(s=st.text() | st.integers(), i=st.integers() | st.booleans() | st.floats(),
+       f=st.floats() | st.integers(), b=st.booleans() | st.integers(0, 1),
+       o=st.none() | st.integers() | st.text(max_size=2), a=anything)
+def test_the_fast_path_agrees_with_the_general_proof(s, i, f, b, o, a):
+    job = Flat(s, i, f, b, o, a)
+    fast = encode_scalars(Flat, job)
+    if fast is None:
+        return  # declined: the general path decides, as it always did
+    assert fast == _general(Flat, job)
+    assert decode(Flat, fast) == job
+
+
+def test_a_flat_job_takes_the_fast_path_with_the_canonical_text():
+    job = Flat("x\u00e9", 3, 2.5, True, None, -0.0)
+    assert encode_scalars(Flat, job) == encode(job) == \
+        '{"a":-0.0,"b":true,"f":2.5,"i":3,"o":null,"s":"x\u00e9"}'
+
+
+@pytest.mark.parametrize("job", [
+    Flat("x", True, 1.0, True, None, None),        # a bool is not an int here
+    Flat("x", 1, 1, True, None, None),             # an int under float decodes as float
+    Flat("x", 1, math.nan, True, None, None),      # not valid JSON
+    Flat("x", 1, 1.0, True, None, math.inf),
+    Flat("\ud800", 1, 1.0, True, None, None),      # a lone surrogate
+    Flat("x", 1, 1.0, True, None, [1]),            # a container under Any
+    Flat("x", 1, 1.0, True, "1", None),            # wrong type in an Optional
+])
+def test_values_the_annotation_does_not_restore_exactly_are_declined(job):
+    assert encode_scalars(Flat, job) is None
+
+
+def test_a_post_init_that_changes_values_is_left_to_the_general_proof():
+    job = Bumping(1)
+    assert encode_scalars(Bumping, job) is None
+    with pytest.raises(InvalidField, match="round-trip"):
+        _general(Bumping, job)
+
+
+@pytest.mark.parametrize("job_type, job", [
+    (Counted, Counted(1)),
+    (WithInitVar, WithInitVar(1)),
+    (Nested, Nested(Flat("x", 1, 1.0, True, None, None))),
+])
+def test_jobs_that_are_not_flat_scalars_are_declined(job_type, job):
+    assert encode_scalars(job_type, job) is None
+
+
+def test_an_instance_of_another_type_is_declined():
+    @dataclass(frozen=True)
+    class Sub(Flat):
+        pass
+
+    assert encode_scalars(Flat, Sub("x", 1, 1.0, True, None, None)) is None
+    assert dataclasses.is_dataclass(Sub)
