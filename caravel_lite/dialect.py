@@ -11,7 +11,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, TypeVar
+from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import peewee
@@ -59,6 +59,31 @@ class Dialect:
     # PostgreSQL; not MariaDB/MySQL). Rows outside the predicate cost an insert or
     # update no write to that index (migration 0004 and caravel_lite.schema use it).
     partial_indexes: bool = False
+
+    # Batches of new rows can be streamed with COPY ... FROM STDIN (PostgreSQL through
+    # psycopg 3) instead of multi-row INSERTs: no statement with thousands of parameters
+    # is built, sent and parsed (docs/PERFORMANCE.md, bulk enqueue, has the figures).
+    copy_rows: bool = False
+
+    def insert_rows(self, db: peewee.Database, table: str, columns: Sequence[str],
+                    rows: Sequence[Sequence[Any]], insert_many: Callable[[int], str],
+                    chunk: int) -> None:
+        """Write ``rows`` (values in ``columns`` order) in the current transaction: by
+        COPY where the dialect and driver have it, else by multi-row INSERTs of at most
+        ``chunk`` rows (``insert_many(n)`` is the statement for n rows). Driver errors
+        surface as Peewee's (a duplicate key is ``peewee.IntegrityError``)."""
+        if self.copy_rows:
+            cursor = db.cursor()
+            if hasattr(cursor, "copy"):  # psycopg 3 (psycopg2 has no COPY writer)
+                statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+                with peewee.__exception_wrapper__, cursor, cursor.copy(statement) as copy:
+                    for row in rows:
+                        copy.write_row(row)
+                return
+            cursor.close()
+        for start in range(0, len(rows), chunk):
+            part = rows[start:start + chunk]
+            db.execute_sql(insert_many(len(part)), [value for row in part for value in row])
 
     def param(self, db: peewee.Database) -> str:
         return db.param
@@ -119,7 +144,7 @@ SQLITE = Dialect("sqlite", immediate_writes=True, exact_collation=None, payload_
                  partial_indexes=True)
 POSTGRES = Dialect("postgres", immediate_writes=False, exact_collation=None, payload_type="TEXT",
                    change_signal="notify", update_returning=True,
-                   claim_lock="FOR UPDATE SKIP LOCKED", partial_indexes=True)
+                   claim_lock="FOR UPDATE SKIP LOCKED", copy_rows=True, partial_indexes=True)
 MARIADB = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_nopad_bin",
                   payload_type="MEDIUMTEXT")
 MYSQL = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_0900_bin",

@@ -13,6 +13,8 @@ from caravel_lite.envelope import Envelope, prepare_envelope, stored_match
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
 from caravel_lite.ids import new_id
 from caravel_lite.observability import logger
+from caravel_lite.schema import JOBS_TABLE
+from caravel_lite.statements import INSERT_COLUMNS
 from caravel_lite.values import Dispatch, EnqueueResult
 
 # enqueue_many writes new jobs in multi-row INSERTs of at most this many rows (well
@@ -20,6 +22,13 @@ from caravel_lite.values import Dispatch, EnqueueResult
 # this many times at most.
 INSERT_CHUNK = 200
 ENQUEUE_ATTEMPTS = 3
+
+
+def _row(job_id: uuid.UUID, e: Envelope, now_ms: int) -> Tuple[Any, ...]:
+    """A new job's values in INSERT_COLUMNS order."""
+    return (str(job_id), e.queue, e.tenant_id, e.idempotency_key, e.dedup_key, e.wire_name,
+            e.payload, int(e.priority), e.available_at_ms, e.max_attempts, "pending",
+            now_ms, 0, 0, 0, now_ms)
 
 
 def _same_job(a: Envelope, b: Envelope) -> bool:
@@ -47,11 +56,7 @@ class Enqueuing:
     def enqueue_envelope(self, envelope: Envelope, job_id: uuid.UUID) -> EnqueueResult:
         """Write an already validated envelope under ``job_id`` (the relay passes the
         intent's id so that every relay converges on one job)."""
-        now_ms = floor_ms(self._now_us())
-        params = (str(job_id), envelope.queue, envelope.tenant_id, envelope.idempotency_key,
-                  envelope.dedup_key, envelope.wire_name, envelope.payload,
-                  int(envelope.priority), envelope.available_at_ms, envelope.max_attempts,
-                  "pending", now_ms, 0, 0, 0, now_ms)
+        params = _row(job_id, envelope, floor_ms(self._now_us()))
         try:
             if self.db.in_transaction():
                 # A savepoint: a duplicate-key error must not poison the caller's
@@ -152,16 +157,9 @@ class Enqueuing:
             new = [index for index, envelope in enumerate(envelopes)
                    if envelope.dedup_key is None
                    or (first[envelope.dedup_key] == index and envelope.dedup_key not in stored)]
-            for start in range(0, len(new), INSERT_CHUNK):
-                part = new[start:start + INSERT_CHUNK]
-                params: List[Any] = []
-                for index in part:
-                    e = envelopes[index]
-                    params += (str(ids[index]), e.queue, e.tenant_id, e.idempotency_key,
-                               e.dedup_key, e.wire_name, e.payload, int(e.priority),
-                               e.available_at_ms, e.max_attempts, "pending", now_ms, 0, 0, 0,
-                               now_ms)
-                self._execute(self._batch.insert_many(len(part)), params)
+            new_rows = [_row(ids[index], envelopes[index], now_ms) for index in new]
+            self.dialect.insert_rows(self.db, JOBS_TABLE, INSERT_COLUMNS, new_rows,
+                                     self._batch.insert_many, INSERT_CHUNK)
         return stored
 
     def _existing(self, envelope: Envelope, job_id: uuid.UUID) -> Optional[EnqueueResult]:
