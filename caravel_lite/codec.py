@@ -328,12 +328,31 @@ def _decode_dataclass(cls: type, data: Any, path: str) -> Any:
     return cls(**kwargs)
 
 
+def _decode_scalars(job_type: type, data: Any) -> Any:
+    """The job, when ``data`` holds every field of a flat scalar job with exactly the
+    annotated types (what the general decoder would build, without walking the
+    annotations); None when the general decoder must decide."""
+    plan = _scalar_plan(job_type)
+    if plan is None or type(data) is not dict or len(data) != len(plan):
+        return None
+    for name, accepted in plan:
+        if type(data.get(name, data)) not in accepted:  # a missing name fails too
+            return None
+    try:
+        return job_type(**data)
+    except Exception:  # the general decoder reports the constructor's refusal
+        return None
+
+
 def decode(job_type: type, text: str) -> Any:
     """Decode stored JSON into an instance of ``job_type``; raises PayloadDecodeError."""
     try:
         data = json.loads(text)
     except (ValueError, TypeError, RecursionError):
         raise PayloadDecodeError("$: not valid JSON") from None
+    job = _decode_scalars(job_type, data)
+    if job is not None:
+        return job
     try:
         return _decode_dataclass(job_type, data, "$")
     except PayloadDecodeError:

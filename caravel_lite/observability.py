@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
+import time
 from typing import Any, Dict, Iterator, Optional
 
 logger = logging.getLogger("caravel_lite")
@@ -85,12 +87,29 @@ class SpanHandle:
             self._span.set_status(_otel_trace.Status(_otel_trace.StatusCode.ERROR))
 
 
+# The global tracer provider can be installed only once, so a "configured" answer is
+# kept for good; a "not configured" one is read again at most this often (reading it
+# looks up an environment variable, a noticeable cost on every job of a fast worker).
+TRACING_RECHECK_SECONDS = 1.0
+_tracing_seen = False
+_tracing_checked_at = -math.inf
+
+
 def _tracing_configured() -> bool:
     """True once the application installed a real global tracer provider (until then
-    the API hands out a proxy whose spans record nothing)."""
+    the API hands out a proxy whose spans record nothing). A provider installed while
+    a worker runs is used from at most TRACING_RECHECK_SECONDS later."""
+    global _tracing_seen, _tracing_checked_at
+    if _tracing_seen:
+        return True
+    now = time.monotonic()
+    if now - _tracing_checked_at < TRACING_RECHECK_SECONDS:
+        return False
+    _tracing_checked_at = now
     provider = _otel_trace.get_tracer_provider()
-    return not isinstance(provider, (_otel_trace.ProxyTracerProvider,
-                                     _otel_trace.NoOpTracerProvider))
+    _tracing_seen = not isinstance(provider, (_otel_trace.ProxyTracerProvider,
+                                              _otel_trace.NoOpTracerProvider))
+    return _tracing_seen
 
 
 _default: Optional[Telemetry] = None

@@ -1,6 +1,8 @@
 """Spans cost nothing until the application installs a tracer provider."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from caravel_lite import observability
@@ -56,3 +58,24 @@ def test_an_explicit_tracer_provider_is_always_used(monkeypatch):
     with telemetry.span("caravel.queue.process", {"queue": "q"}):
         pass
     assert tracer.names == ["caravel.queue.process"]
+
+
+def test_a_provider_installed_later_is_noticed_within_the_recheck_interval(monkeypatch):
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import ProxyTracerProvider
+
+    now = [1000.0]
+    installed = [ProxyTracerProvider()]
+    monkeypatch.setattr(observability.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(observability._otel_trace, "get_tracer_provider",
+                        lambda: installed[0])
+    monkeypatch.setattr(observability, "_tracing_seen", False)
+    monkeypatch.setattr(observability, "_tracing_checked_at", -math.inf)
+    assert not observability._tracing_configured()
+    installed[0] = TracerProvider()
+    now[0] += observability.TRACING_RECHECK_SECONDS / 2
+    assert not observability._tracing_configured()  # the last answer still holds
+    now[0] += observability.TRACING_RECHECK_SECONDS / 2
+    assert observability._tracing_configured()
+    installed[0] = ProxyTracerProvider()  # cannot happen (set once); the answer stays
+    assert observability._tracing_configured()

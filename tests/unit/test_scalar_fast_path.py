@@ -1,9 +1,11 @@
-"""codec.encode_scalars, the enqueue fast path for flat jobs: whenever it answers, it
-answers exactly what the general encode-decode-compare proof would (the same text),
-and it declines every job the general path must judge."""
+"""The fast paths for flat jobs of scalars. codec.encode_scalars (enqueue): whenever it
+answers, it answers exactly what the general encode-decode-compare proof would (the
+same text), and it declines every job the general path must judge. codec.decode
+(the worker): the same job or the same refusal as the general decoder."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import InitVar, dataclass, field
 from typing import Any, Optional
@@ -13,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from caravel_lite import InvalidField
-from caravel_lite.codec import decode, encode, encode_scalars
+from caravel_lite.codec import (PayloadDecodeError, _decode_dataclass, _decode_scalars,
+                                 decode, encode, encode_scalars)
 from caravel_lite.envelope import _prove_round_trip
 
 
@@ -120,3 +123,45 @@ def test_an_instance_of_another_type_is_declined():
 
     assert encode_scalars(Flat, Sub("x", 1, 1.0, True, None, None)) is None
     assert dataclasses.is_dataclass(Sub)
+
+
+field_values = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(["s", "i", "f", "b", "o", "a", "extra"]),
+                       field_values, max_size=7))
+def test_decoding_a_flat_job_agrees_with_the_general_decoder(data):
+    text = json.dumps(data)
+
+    def general():
+        try:
+            return _decode_dataclass(Flat, json.loads(text), "$")
+        except (PayloadDecodeError, TypeError, ValueError) as exc:
+            return type(exc)
+
+    def through_decode():
+        try:
+            return decode(Flat, text)
+        except PayloadDecodeError as exc:
+            return type(exc)
+
+    expected, got = general(), through_decode()
+    if expected in (TypeError, ValueError):  # decode reports those as decode errors
+        expected = PayloadDecodeError
+    if isinstance(expected, Flat) and any(v != v for v in dataclasses.astuple(expected)):
+        assert repr(got) == repr(expected)  # NaN never equals itself
+    else:
+        assert got == expected
+
+
+def test_a_flat_payload_decodes_without_the_general_decoder():
+    data = {"a": [1], "b": False, "f": 2.0, "i": 1, "o": None, "s": ""}
+    assert _decode_scalars(Flat, data) is None  # a list under Any: the general decoder
+    data["a"] = "x"
+    assert _decode_scalars(Flat, data) == Flat("", 1, 2.0, False, None, "x")
+
+
+def test_a_flat_payload_with_an_int_for_a_float_still_decodes_to_a_float():
+    job = decode(Flat, '{"a":null,"b":false,"f":2,"i":1,"o":null,"s":""}')
+    assert type(job.f) is float and job.f == 2.0
