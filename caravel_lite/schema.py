@@ -6,11 +6,13 @@ come from :func:`bind_models`. Instants are BIGINT epoch milliseconds everywhere
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple, Type
+from dataclasses import dataclass
+from typing import Dict, Optional, Sequence, Tuple, Type
 
 import peewee
 
 from caravel_lite.dialect import Dialect, dialect_of
+from caravel_lite.values import JobState
 
 JOBS_TABLE = "caravel_jobs"
 OUTBOX_TABLE = "caravel_outbox"
@@ -36,8 +38,10 @@ def _envelope_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
         "queue": exact_text(dialect, 64),
         "tenant_id": exact_text(dialect, 128),
         "idempotency_key": exact_text(dialect, 128, null=True),
-        # sha256 of (queue, tenant, key): the unique index that settles races.
-        "dedup_key": peewee.CharField(max_length=64, null=True, unique=True),
+        # sha256 of (queue, tenant, key); NULL without a key. Its unique index, which
+        # settles races, is declared with each table's indexes (job_indexes(),
+        # OUTBOX_INDEXES).
+        "dedup_key": peewee.CharField(max_length=64, null=True),
         "wire_name": exact_text(dialect, 128),
         "payload": payload_field(dialect),
         "priority": peewee.SmallIntegerField(),
@@ -64,14 +68,66 @@ def job_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
     return columns
 
 
+@dataclass(frozen=True)
+class IndexSpec:
+    """One index of a table as the migrations created it: its name, columns,
+    uniqueness and, for a partial index, the predicate of the rows it holds (SQL text
+    that SQLite and PostgreSQL read alike)."""
+
+    name: str
+    columns: Tuple[str, ...]
+    unique: bool = False
+    where: Optional[str] = None
+
+
+def _name(table: str, columns: Sequence[str]) -> str:
+    # Peewee's own naming (table_column_column...), which migrations 0001/0002 used.
+    return "_".join((table, *columns))
+
+
+_LEASED = JobState.LEASED.value
+
 # The claim reads (queue, state='pending', priority, available_at, enqueued_at, id) in
 # index order, so completed and dead-lettered history, whatever its size, is never
-# scanned. The sweep of expired leases reads (queue, state='leased', lease_expires_at).
-JOB_INDEXES: Tuple[Tuple[Tuple[str, ...], bool], ...] = (
-    (("queue", "state", "priority", "available_at", "enqueued_at", "id"), False),
-    (("queue", "state", "lease_expires_at"), False),
-    (("state", "finished_at"), False),
+# scanned. It holds every row (also for counts and sizes by queue and state).
+CLAIM_INDEX = IndexSpec(
+    _name(JOBS_TABLE, ("queue", "state", "priority", "available_at", "enqueued_at", "id")),
+    ("queue", "state", "priority", "available_at", "enqueued_at", "id"))
+# The three below are partial where the dialect allows it (migration 0004): a commit
+# writes to every index its rows are in (on SQLite in WAL mode, a page per B-tree),
+# and these serve queries about a few rows only, so the other rows are left out of
+# them. They keep 0001's names (the lease index's still names state, which its
+# predicate now fixes).
+DEDUP_INDEX = _name(JOBS_TABLE, ("dedup_key",))
+LEASE_INDEX = _name(JOBS_TABLE, ("queue", "state", "lease_expires_at"))
+PRUNE_INDEX = _name(JOBS_TABLE, ("state", "finished_at"))
+PARTIAL_JOB_INDEXES: Tuple[IndexSpec, ...] = (
+    CLAIM_INDEX,
+    # Idempotency: the unique index settles enqueue races on (queue, tenant, key).
+    # Most jobs have no key (NULL, never a collision) and write no entry;
+    # ``dedup_key = ?`` and ``dedup_key IN (...)`` imply the predicate.
+    IndexSpec(DEDUP_INDEX, ("dedup_key",), unique=True, where="dedup_key IS NOT NULL"),
+    # The sweep of expired leases reads (queue, state='leased', lease_expires_at <= now)
+    # and the waiter the earliest expiry: only leased rows, so only they have an entry
+    # (enqueue writes none, a completion removes one).
+    IndexSpec(LEASE_INDEX, ("queue", "lease_expires_at"), where=f"state = '{_LEASED}'"),
+    # Pruning reads (state IN (completed, dead_letter), finished_at < cutoff): only
+    # finished rows have a finished_at, so pending and leased rows have no entry.
+    IndexSpec(PRUNE_INDEX, ("state", "finished_at"), where="finished_at IS NOT NULL"),
 )
+# The same indexes holding every row, where there are no partial indexes (MariaDB,
+# MySQL), as migration 0001 created them and 0004 keeps them there.
+FULL_JOB_INDEXES: Tuple[IndexSpec, ...] = (
+    CLAIM_INDEX,
+    IndexSpec(DEDUP_INDEX, ("dedup_key",), unique=True),
+    IndexSpec(LEASE_INDEX, ("queue", "state", "lease_expires_at")),
+    IndexSpec(PRUNE_INDEX, ("state", "finished_at")),
+)
+
+
+def job_indexes(dialect: Dialect) -> Tuple[IndexSpec, ...]:
+    """The jobs table's indexes on a database of this dialect, once migrated."""
+    return PARTIAL_JOB_INDEXES if dialect.partial_indexes else FULL_JOB_INDEXES
 
 
 def outbox_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
@@ -86,26 +142,36 @@ def outbox_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
     return columns
 
 
-OUTBOX_INDEXES: Tuple[Tuple[Tuple[str, ...], bool], ...] = (
-    (("dispatched_at", "set_aside_at", "staged_at", "id"), False),
+OUTBOX_INDEXES: Tuple[IndexSpec, ...] = (
+    # The relay reads undispatched, not set-aside intents oldest first.
+    IndexSpec(_name(OUTBOX_TABLE, ("dispatched_at", "set_aside_at", "staged_at", "id")),
+              ("dispatched_at", "set_aside_at", "staged_at", "id")),
+    # Idempotency of staging, as for jobs (a full index: 0002 created it so).
+    IndexSpec(_name(OUTBOX_TABLE, ("dedup_key",)), ("dedup_key",), unique=True),
 )
 
 
 def build_model(db: peewee.Database, table: str, columns: Dict[str, peewee.Field],
-                indexes=()) -> Type[peewee.Model]:
-    """A Peewee model bound to ``db`` for ``table`` with the given columns."""
-    meta = type("Meta", (), {"database": db, "table_name": table, "indexes": tuple(indexes),
+                indexes: Sequence[IndexSpec] = ()) -> Type[peewee.Model]:
+    """A Peewee model bound to ``db`` for ``table`` with the given columns and indexes
+    (declared, as the migrations created them; the model never creates them)."""
+    meta = type("Meta", (), {"database": db, "table_name": table,
                              "legacy_table_names": False})
     attrs: dict = dict(columns)
     attrs["Meta"] = meta
     attrs["__module__"] = __name__
     name = "".join(part.title() for part in table.split("_"))
-    return type(name, (peewee.Model,), attrs)
+    model = type(name, (peewee.Model,), attrs)
+    for spec in indexes:
+        model.add_index(peewee.ModelIndex(
+            model, [model._meta.columns[c] for c in spec.columns], unique=spec.unique,
+            where=peewee.SQL(spec.where) if spec.where else None, name=spec.name))
+    return model
 
 
 def bind_models(db: peewee.Database) -> Tuple[Type[peewee.Model], Type[peewee.Model]]:
     """Runtime (jobs, outbox) models bound to ``db``. Never creates tables."""
     dialect = dialect_of(db)
-    jobs = build_model(db, JOBS_TABLE, job_columns(dialect), JOB_INDEXES)
+    jobs = build_model(db, JOBS_TABLE, job_columns(dialect), job_indexes(dialect))
     outbox = build_model(db, OUTBOX_TABLE, outbox_columns(dialect), OUTBOX_INDEXES)
     return jobs, outbox

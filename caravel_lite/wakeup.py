@@ -9,11 +9,13 @@ empty claim, never a job.
 
 How the waiter learns of changes is the dialect's ``change_signal``:
 
-- ``"notify"`` (PostgreSQL): migration 0003 installs a trigger that NOTIFYs
-  :data:`CHANNEL` with ``"<queue> <available_at ms>"`` when a row becomes pending. The
-  waiter LISTENs on a dedicated psycopg connection of its own (never the worker's);
-  if that connection cannot be opened or fails, the waiter falls back to polling and
-  tries again every :data:`RECONNECT_DELAY` seconds.
+- ``"notify"`` (PostgreSQL): triggers NOTIFY :data:`CHANNEL` with
+  ``"<queue> <available_at ms>"`` when rows become pending: an UPDATE once per row
+  (migration 0003), an INSERT or COPY once per queue among its rows, with their
+  earliest due time (migration 0004). The waiter LISTENs on a dedicated psycopg
+  connection of its own (never the worker's); if that connection cannot be opened or
+  fails, the waiter falls back to polling and tries again every
+  :data:`RECONNECT_DELAY` seconds.
 - ``"data_version"`` (SQLite on a file): ``PRAGMA data_version`` on a connection of
   the waiter's own, read every :data:`PROBE_INTERVAL` seconds, changes whenever
   another connection commits. It reads shared memory (WAL) or the file header, never
@@ -46,7 +48,8 @@ from caravel_lite.values import JobState, Priority
 __all__ = ["Waiter", "PollWaiter", "DataVersionWaiter", "NotifyWaiter", "waiter_for",
            "CHANNEL"]
 
-# The channel migrations/0003_notify_trigger.py notifies (frozen there as well).
+# The channel migrations 0003_notify_trigger and 0004_partial_indexes notify (frozen
+# there as well).
 CHANNEL = "caravel_jobs"
 # Seconds between two reads of PRAGMA data_version.
 PROBE_INTERVAL = 0.004

@@ -1,38 +1,65 @@
 """The migration scripts build exactly the schema the runtime models describe, on
 every database; applying them is idempotent; check_schema and the command line report
-missing or pending migrations (SPEC §2)."""
+missing or pending migrations (SPEC §2). Migration 0004 makes three jobs indexes
+partial where the database allows it, keeps every stored job and is reversible."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from caravel_lite import SchemaNotReady, check_schema, migrate
+from caravel_lite import (EnqueueResult, QueueIdempotencyConflict, SchemaNotReady,
+                          check_schema, migrate)
 from caravel_lite.dialect import dialect_of, open_database
 from caravel_lite.migrator import pending_migrations, runner
 from caravel_lite.schema import HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE, bind_models
+from tests.contract.jobs import QUEUE, Ping, dispatch, make_queue
 
-ALL = ["0001_create_jobs", "0002_create_outbox", "0003_notify_trigger"]
+ALL = ["0001_create_jobs", "0002_create_outbox", "0003_notify_trigger",
+       "0004_partial_indexes"]
 
-# The indexes the claim, the sweep, pruning, deduplication and the relay rely on.
-EXPECTED_INDEXES = {
-    JOBS_TABLE: {
-        ("caravel_jobs_queue_state_priority_available_at_enqueued_at_id",
-         ("queue", "state", "priority", "available_at", "enqueued_at", "id"), False),
-        ("caravel_jobs_queue_state_lease_expires_at",
-         ("queue", "state", "lease_expires_at"), False),
-        ("caravel_jobs_state_finished_at", ("state", "finished_at"), False),
-        ("caravel_jobs_dedup_key", ("dedup_key",), True),
-    },
-    OUTBOX_TABLE: {
-        ("caravel_outbox_dispatched_at_set_aside_at_staged_at_id",
-         ("dispatched_at", "set_aside_at", "staged_at", "id"), False),
-        ("caravel_outbox_dedup_key", ("dedup_key",), True),
-    },
+# Backends whose jobs indexes are partial once 0004 has run (the others keep 0001's).
+PARTIAL_BACKENDS = ("sqlite", "postgres")
+
+CLAIM_INDEX = ("caravel_jobs_queue_state_priority_available_at_enqueued_at_id",
+               ("queue", "state", "priority", "available_at", "enqueued_at", "id"), False,
+               None)
+# The indexes the claim, the sweep, pruning, deduplication and the relay rely on:
+# (name, columns, unique, predicate of a partial index), as 0001-0003 left them ...
+FULL_JOB_INDEXES = {
+    CLAIM_INDEX,
+    ("caravel_jobs_queue_state_lease_expires_at",
+     ("queue", "state", "lease_expires_at"), False, None),
+    ("caravel_jobs_state_finished_at", ("state", "finished_at"), False, None),
+    ("caravel_jobs_dedup_key", ("dedup_key",), True, None),
 }
+# ... and as 0004 leaves them where indexes can be partial.
+PARTIAL_JOB_INDEXES = {
+    CLAIM_INDEX,
+    ("caravel_jobs_queue_state_lease_expires_at",
+     ("queue", "lease_expires_at"), False, "state = 'leased'"),
+    ("caravel_jobs_state_finished_at", ("state", "finished_at"), False,
+     "finished_at is not null"),
+    ("caravel_jobs_dedup_key", ("dedup_key",), True, "dedup_key is not null"),
+}
+OUTBOX_INDEXES = {
+    ("caravel_outbox_dispatched_at_set_aside_at_staged_at_id",
+     ("dispatched_at", "set_aside_at", "staged_at", "id"), False, None),
+    ("caravel_outbox_dedup_key", ("dedup_key",), True, None),
+}
+
+
+def expected_indexes(backend):
+    """{table: indexes} of a fully migrated database of this backend."""
+    jobs = PARTIAL_JOB_INDEXES if backend in PARTIAL_BACKENDS else FULL_JOB_INDEXES
+    return {JOBS_TABLE: jobs, OUTBOX_TABLE: OUTBOX_INDEXES}
+
+
 INTEGER_64 = {"sqlite": "integer", "postgres": "bigint", "mysql": "bigint"}
 EXACT_TEXT = ("queue", "tenant_id", "idempotency_key", "wire_name")
 
@@ -45,17 +72,32 @@ def fresh(new_database):
     db.close()
 
 
+def _predicate(sql):
+    """The WHERE clause of a CREATE INDEX statement as SQLite keeps it or PostgreSQL
+    prints it (pg_indexes.indexdef), in one spelling: lower case, without quotes,
+    parentheses or casts; None for an index without one (or MariaDB, which keeps none)."""
+    if not sql or " where " not in sql.lower():
+        return None
+    text = sql[sql.lower().index(" where ") + len(" where "):]
+    text = re.sub(r"::(character varying|[a-z]+)", "", text)
+    text = re.sub(r'[()"]', "", text)
+    return " ".join(text.split()).lower()
+
+
 def _indexes(db, table):
-    return {(ix.name, tuple(ix.columns), bool(ix.unique)) for ix in db.get_indexes(table)
+    return {(ix.name, tuple(ix.columns), bool(ix.unique), _predicate(ix.sql))
+            for ix in db.get_indexes(table)
             if ix.name != "PRIMARY" and not ix.name.startswith(("sqlite_autoindex", table + "_pkey"))}
 
 
 def _model_indexes(model):
-    """(name, columns, unique) of every index the runtime model declares."""
+    """(name, columns, unique, predicate) of every index the runtime model declares."""
     out = set()
+    db = model._meta.database
     for index in model._meta.fields_to_index():
         columns = tuple(f.column_name for f in index._expressions)
-        out.add((index._name, columns, bool(index._unique)))
+        sql = db.get_sql_context().sql(index).query()[0]
+        out.add((index._name, columns, bool(index._unique), _predicate(sql)))
     return out
 
 
@@ -69,8 +111,8 @@ def test_fresh_database_gets_exactly_the_runtime_schema(fresh, backend):
         for name, field in model._meta.columns.items():
             assert columns[name].null == field.null, (table, name)
         assert [c for c in fresh.get_primary_keys(table)] == ["id"]
-        assert _indexes(fresh, table) == EXPECTED_INDEXES[table]
-        assert _model_indexes(model) == EXPECTED_INDEXES[table]
+        assert _indexes(fresh, table) == expected_indexes(backend)[table]
+        assert _model_indexes(model) == expected_indexes(backend)[table]
 
 
 def test_column_types_hold_what_the_queue_stores(fresh, backend):
@@ -117,6 +159,133 @@ def test_check_schema_with_a_pending_migration_raises(fresh):
     assert "0002_create_outbox" in str(info.value)
     assert migrate(fresh) == ALL[1:]
     check_schema(fresh)
+
+
+def test_0004_can_be_reverted_and_applied_again(fresh, backend):
+    migrate(fresh)
+    assert runner(fresh).down() == ["0004_partial_indexes"]
+    assert _indexes(fresh, JOBS_TABLE) == FULL_JOB_INDEXES
+    assert pending_migrations(fresh) == ["0004_partial_indexes"]
+    assert migrate(fresh) == ["0004_partial_indexes"]
+    assert _indexes(fresh, JOBS_TABLE) == expected_indexes(backend)[JOBS_TABLE]
+
+
+def _index_entries(db, backend):
+    """{index name: entries it holds} for the jobs table's own indexes. SQLite's
+    ANALYZE counts each index's entries by reading it; PostgreSQL's REINDEX records
+    the number of entries it built in pg_class.reltuples."""
+    if backend == "sqlite":
+        db.execute_sql(f"ANALYZE {JOBS_TABLE}")
+        rows = db.execute_sql("SELECT idx, stat FROM sqlite_stat1 WHERE tbl = ?",
+                              (JOBS_TABLE,)).fetchall()
+        counts = {idx: int(stat.split()[0]) for idx, stat in rows}
+    else:
+        db.execute_sql(f"REINDEX TABLE {JOBS_TABLE}")
+        rows = db.execute_sql(
+            "SELECT c.relname, c.reltuples FROM pg_index i "
+            "JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE i.indrelid = %s::regclass", (JOBS_TABLE,)).fetchall()
+        counts = {name: int(tuples) for name, tuples in rows}
+    return {name: n for name, n in counts.items() if name.startswith(JOBS_TABLE + "_")
+            and name != JOBS_TABLE + "_pkey"}
+
+
+@pytest.mark.backends(*PARTIAL_BACKENDS)
+def test_partial_indexes_hold_only_the_rows_they_serve(fresh, backend):
+    """Jobs without an idempotency key have no dedup entry, only leased jobs a lease
+    entry, only finished jobs a prune entry; the claim index holds every job."""
+    migrate(fresh)
+    queue = make_queue(fresh)
+    queue.enqueue_many([(Ping(n), dispatch()) for n in range(200)])
+    queue.enqueue_many([(Ping(n), dispatch(f"key-{n}")) for n in range(3)])
+    leases = [queue.claim(QUEUE) for _ in range(3)]
+    assert all(leases)
+    assert queue.complete(leases[0])
+    assert _index_entries(fresh, backend) == {
+        "caravel_jobs_queue_state_priority_available_at_enqueued_at_id": 203,
+        "caravel_jobs_dedup_key": 3,
+        "caravel_jobs_queue_state_lease_expires_at": 2,
+        "caravel_jobs_state_finished_at": 1,
+    }
+
+
+T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+class _Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _stored_jobs(db):
+    return db.execute_sql(
+        "SELECT id, queue, tenant_id, idempotency_key, dedup_key, wire_name, payload, "
+        "priority, available_at, max_attempts, state, enqueued_at, attempts, lease_token, "
+        "lease_expires_at, claimed_at, finished_at, updated_at "
+        f"FROM {JOBS_TABLE} ORDER BY id").fetchall()
+
+
+def test_upgrading_a_populated_database_keeps_its_jobs_and_their_behaviour(fresh, backend):
+    """A database used under 0001-0003 (pending, leased and completed jobs, with and
+    without keys) keeps every row through 0004; deduplication, claims, the sweep of
+    expired leases and pruning then work on those rows as before."""
+    assert runner(fresh).up("0003_notify_trigger") == ALL[:3]
+    assert _indexes(fresh, JOBS_TABLE) == FULL_JOB_INDEXES
+    clock = _Clock(T0)
+    queue = make_queue(fresh, clock=clock, lease_duration=timedelta(seconds=30),
+                       max_attempts=3)
+    leased = queue.enqueue(Ping(1), dispatch("leased")).job_id
+    assert queue.claim(QUEUE).job_id == leased
+    done_keyed = queue.enqueue(Ping(2), dispatch("done")).job_id
+    done_plain = queue.enqueue(Ping(3), dispatch()).job_id
+    for _ in range(2):
+        assert queue.complete(queue.claim(QUEUE))
+    pending_keyed = queue.enqueue(Ping(4), dispatch("pending")).job_id
+    pending_plain = queue.enqueue(Ping(5), dispatch()).job_id
+    before = _stored_jobs(fresh)
+    assert len(before) == 5
+
+    assert migrate(fresh) == ["0004_partial_indexes"]
+    check_schema(fresh)
+    assert _stored_jobs(fresh) == before
+    assert _indexes(fresh, JOBS_TABLE) == expected_indexes(backend)[JOBS_TABLE]
+
+    # Deduplication: every stored key, whatever its job's state, answers that job.
+    for n, key, job_id in ((1, "leased", leased), (2, "done", done_keyed),
+                           (4, "pending", pending_keyed)):
+        assert queue.enqueue(Ping(n), dispatch(key)) == EnqueueResult(job_id, True)
+    with pytest.raises(QueueIdempotencyConflict):
+        queue.enqueue(Ping(99), dispatch("pending"))
+    batch = queue.enqueue_many([(Ping(4), dispatch("pending")), (Ping(6), dispatch("new")),
+                                (Ping(7), dispatch())])
+    assert batch[0] == EnqueueResult(pending_keyed, True)
+    assert [r.already_enqueued for r in batch] == [True, False, False]
+
+    # Claims take the pending jobs, old and new, and nothing else.
+    claimed = [queue.claim(QUEUE) for _ in range(4)]
+    assert {lease.job_id for lease in claimed} == {pending_keyed, pending_plain,
+                                                   batch[1].job_id, batch[2].job_id}
+    assert queue.claim(QUEUE) is None
+    for lease in claimed:
+        assert queue.complete(lease)
+
+    # The sweep: the lease taken before the upgrade expires and is reclaimed.
+    clock.now = T0 + timedelta(seconds=31)
+    assert queue.reclaim_expired(QUEUE) == 1
+    retry = queue.claim(QUEUE)
+    assert retry.job_id == leased and retry.attempt == 2
+
+    # Pruning: the six finished jobs (two of them from before the upgrade) go, and
+    # with them their keys.
+    assert queue.prune(older_than=timedelta(seconds=10)) == 6
+    assert queue.enqueue(Ping(2), dispatch("done")).already_enqueued is False
+    assert queue.enqueue(Ping(1), dispatch("leased")) == EnqueueResult(leased, True)
+    remaining = {row[0] for row in _stored_jobs(fresh)}
+    assert len(remaining) == 2 and str(leased) in remaining
+    assert str(done_keyed) not in remaining and str(done_plain) not in remaining
 
 
 def _cli(*args):

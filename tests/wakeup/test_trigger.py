@@ -1,11 +1,12 @@
-"""Migration 0003: on PostgreSQL a trigger announces every row that becomes pending
+"""Migrations 0003 and 0004: on PostgreSQL triggers announce rows that become pending
 (insert, retry, reclaimed lease, replay) on one channel with "<queue> <due ms>", at
-commit and never for a rolled-back insert, a claim or a completion; elsewhere it is
-applied as a no-op that creates nothing."""
+commit and never for a rolled-back insert, a claim or a completion; an INSERT
+statement announces each of its queues once, with the earliest due time among its
+rows (0004). Elsewhere both are applied as no-ops that create no trigger."""
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import List
 
 import pytest
@@ -16,7 +17,7 @@ from caravel_lite.dialect import dialect_of
 from caravel_lite.migrator import pending_migrations, runner
 from caravel_lite.wakeup import CHANNEL
 from tests.support import wait_for
-from tests.wakeup.helpers import QUEUE, Ping, enqueue, make_queue
+from tests.wakeup.helpers import OTHER_QUEUE, QUEUE, Ping, enqueue, make_queue
 
 SENTINEL = "sentinel"
 
@@ -44,12 +45,36 @@ def test_0003_is_applied_everywhere_and_creates_triggers_only_where_notify(new_d
                                               "caravel_jobs_notify_update"]
         else:
             assert _triggers(db, backend) == []
-        # Down and up again: reversible on every database.
-        assert runner(db).down() == ["0003_notify_trigger"]
+        # Down and up again (0004 first, which replaces 0003's insert trigger):
+        # reversible on every database.
+        assert runner(db).down("0003_notify_trigger") == ["0004_partial_indexes",
+                                                          "0003_notify_trigger"]
         assert _triggers(db, backend) == []
-        assert pending_migrations(db) == ["0003_notify_trigger"]
-        assert migrate(db) == ["0003_notify_trigger"]
+        assert pending_migrations(db) == ["0003_notify_trigger", "0004_partial_indexes"]
+        assert migrate(db) == ["0003_notify_trigger", "0004_partial_indexes"]
         assert len(_triggers(db, backend)) == (2 if backend == "postgres" else 0)
+
+
+def _insert_trigger_is_per_row(db) -> bool:
+    (tgtype,) = db.execute_sql(
+        "SELECT tgtype FROM pg_trigger WHERE tgrelid = 'caravel_jobs'::regclass "
+        "AND tgname = 'caravel_jobs_notify_insert'").fetchone()
+    return bool(tgtype & 1)  # TRIGGER_TYPE_ROW
+
+
+@pytest.mark.change_signal("notify")
+def test_0004_makes_the_insert_trigger_per_statement_and_down_restores_0003s(
+        new_database, backend):
+    db = open_database(new_database())
+    with db.connection_context():
+        migrate(db)
+        assert not _insert_trigger_is_per_row(db)
+        assert runner(db).down() == ["0004_partial_indexes"]
+        assert _insert_trigger_is_per_row(db)
+        assert _triggers(db, backend) == ["caravel_jobs_notify_insert",
+                                          "caravel_jobs_notify_update"]
+        assert migrate(db) == ["0004_partial_indexes"]
+        assert not _insert_trigger_is_per_row(db)
 
 
 @pytest.fixture
@@ -151,3 +176,21 @@ def test_a_reclaimed_expired_lease_is_announced(db, listener):
     # The lease runs out within a second; then the sweep makes the job pending again.
     wait_for(lambda: queue.reclaim_expired(QUEUE), timeout=10, message="lease expiry")
     assert [p.split(" ")[0] for p in listener(db)] == [QUEUE]
+
+
+@pytest.mark.change_signal("notify")
+def test_a_batch_announces_each_queue_once_with_its_earliest_due_time(db, listener):
+    queue = make_queue(db)
+    now = datetime.now(timezone.utc)
+    items = []
+    for n, (name, delay) in enumerate([(QUEUE, 60), (QUEUE, None), (QUEUE, 30),
+                                       (OTHER_QUEUE, 90), (OTHER_QUEUE, 45)]):
+        not_before = None if delay is None else now + timedelta(seconds=delay)
+        items.append((Ping(n), Dispatch(queue=name, tenant_id="tenant-a",
+                                        not_before=not_before)))
+    queue.enqueue_many(items)
+    earliest = dict(db.execute_sql(
+        "SELECT queue, MIN(available_at) FROM caravel_jobs GROUP BY queue").fetchall())
+    heard = [payload.split(" ") for payload in listener(db)]
+    assert sorted((name, int(due)) for name, due in heard) == sorted(earliest.items())
+    assert len(heard) == 2

@@ -10,15 +10,15 @@ from datetime import timedelta
 
 import pytest
 
-from caravel_lite import migrate, open_database
+from caravel_lite import Dispatch, migrate, open_database
 from caravel_lite.dialect import dialect_of
 from caravel_lite.schema import build_model, job_columns
 from caravel_lite.wakeup import (DataVersionWaiter, NotifyWaiter, PollWaiter, Waiter,
                                  waiter_for)
 from tests.support import wait_for
 from tests.wakeup import procs
-from tests.wakeup.helpers import (OTHER_QUEUE, QUEUE, Recording, enqueue, make_queue,
-                                  timed_wait)
+from tests.wakeup.helpers import (OTHER_QUEUE, QUEUE, TENANT, Ping, Recording, enqueue,
+                                  make_queue, timed_wait)
 
 # Far longer than any wake-up: a wait that ends well before it was woken by a signal.
 LONG = 30.0
@@ -186,6 +186,45 @@ def test_a_job_of_another_queue_does_not_wake_a_listener(other, waiter):
     enqueue(other, 1, queue_name=OTHER_QUEUE)
     woken, elapsed = timed_wait(waiter, threading.Event(), 0.4)
     assert woken is False and elapsed >= 0.39
+
+
+@pytest.mark.change_signal("notify")
+def test_a_batch_on_two_queues_wakes_a_listener_of_each(queue, other):
+    """One enqueue_many, one INSERT statement: its notifications (one per queue) wake
+    the waiters of both queues, and not a waiter of a queue the batch left out."""
+    names = (QUEUE, OTHER_QUEUE, "wakeup-idle")
+    waiters = [Recording(waiter_for(queue, name)) for name in names]
+    stop = threading.Event()
+    outcomes: dict = {}
+
+    def wait(name, waiter, timeout):
+        outcomes[name] = timed_wait(waiter, stop, timeout)
+
+    threads = [threading.Thread(target=wait, args=(name, waiter, LONG if i < 2 else 1.0))
+               for i, (name, waiter) in enumerate(zip(names, waiters))]
+    try:
+        for thread in threads:
+            thread.start()
+        for waiter in waiters:
+            assert waiter.entered.wait(10)
+        other.enqueue_many([(Ping(n), Dispatch(queue=QUEUE if n % 2 else OTHER_QUEUE,
+                                               tenant_id=TENANT)) for n in range(10)])
+        for thread in threads:
+            thread.join(LONG)
+            assert not thread.is_alive()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(LONG)
+        for waiter in waiters:
+            waiter.close()
+    for name in (QUEUE, OTHER_QUEUE):
+        woken, elapsed = outcomes[name]
+        assert woken is True and elapsed < 2.0, (name, elapsed)
+    woken, elapsed = outcomes["wakeup-idle"]
+    assert woken is False and elapsed >= 0.99
+    assert len(queue.claim_many(QUEUE, 10)) == 5
+    assert len(queue.claim_many(OTHER_QUEUE, 10)) == 5
 
 
 def test_a_closed_waiter_refuses_to_wait(queue):

@@ -1,0 +1,157 @@
+"""The partial indexes of migration 0004 serve the queries they were made for: the
+idempotency lookups (one key, or a batch's keys), the sweep of expired leases and
+pruning each read their own partial index, not the whole table, on the databases that
+have partial indexes (SQLite, PostgreSQL). MariaDB/MySQL keep 0001's full indexes."""
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Callable, List, Tuple
+
+import pytest
+
+from caravel_lite.queue import CANDIDATES
+from caravel_lite.statements import INSERT_COLUMNS, BatchStatements, Statements
+from tests.contract.explain import ANALYZE, PLANS
+from tests.contract.jobs import QUEUE, make_queue
+
+pytestmark = pytest.mark.backends("sqlite", "postgres")
+
+DEDUP_INDEX = "caravel_jobs_dedup_key"
+LEASE_INDEX = "caravel_jobs_queue_state_lease_expires_at"
+PRUNE_INDEX = "caravel_jobs_state_finished_at"
+
+HISTORY = 4000
+BATCH = 250
+COLUMNS = INSERT_COLUMNS + ("lease_token", "lease_expires_at", "claimed_at", "finished_at")
+
+
+def _key(i: int) -> str:
+    return f"{i:064x}"
+
+
+def _load(db, now_ms: int) -> None:
+    """A busy database in bulk: mostly finished history (finished over the last
+    HISTORY ms), pending and leased jobs on this queue and others, a few leases
+    expired, one job in seven with an idempotency key."""
+    values = ", ".join(["(" + ", ".join([db.param] * len(COLUMNS)) + ")"] * BATCH)
+    sql = f"INSERT INTO caravel_jobs ({', '.join(COLUMNS)}) VALUES {values}"
+    with db.atomic():
+        for start in range(0, HISTORY, BATCH):
+            params: List = []
+            for i in range(start, start + BATCH):
+                queue = f"other-{i % 3}" if i % 4 == 0 else QUEUE
+                state, token, expires, claimed, finished = "completed", None, None, None, None
+                if i % 10 == 1:
+                    state = "pending"
+                elif i % 10 == 2:
+                    state, token, claimed = "leased", uuid.uuid4().hex, now_ms - 1000
+                    expires = now_ms - 10 if i % 100 == 2 else now_ms + 30_000 + i
+                else:
+                    finished = now_ms - HISTORY + i
+                params += [str(uuid.uuid4()), queue, "tenant-a", None,
+                           _key(i) if i % 7 == 0 else None, "contract.ping.v1", '{"n":1}', 2,
+                           now_ms - HISTORY + i, 3, state, now_ms - HISTORY + i, 1, 0, 0,
+                           now_ms, token, expires, claimed, finished]
+            db.execute_sql(sql, params)
+
+
+@pytest.fixture
+def loaded(db, backend):
+    queue = make_queue(db)
+    now_ms = queue._now_ms()
+    _load(db, now_ms)
+    db.execute_sql(ANALYZE[backend])
+    return queue, now_ms
+
+
+def _predicate(db, backend, index: str) -> str:
+    """The WHERE clause of ``index`` as the database stores it ("" when it has none)."""
+    if backend == "sqlite":
+        sql = "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?"
+    else:
+        sql = "SELECT indexdef FROM pg_indexes WHERE indexname = %s"
+    (definition,) = db.execute_sql(sql, (index,)).fetchone()
+    upper = definition.upper()
+    return definition[upper.index(" WHERE ") + 7:] if " WHERE " in upper else ""
+
+
+def _assert_reads_partial_index(db, backend, sql: str, params, index: str,
+                                column: str) -> None:
+    plan = PLANS[backend](db, sql, params)
+    assert plan.index == index, plan.text
+    assert not plan.full_scan, plan.text
+    assert column in _predicate(db, backend, index), (index, plan.text)
+
+
+def _statements_run_by(db, monkeypatch, action: Callable[[], object]) -> List[Tuple]:
+    """(sql, params) of every statement ``action`` runs, in a transaction rolled back
+    afterwards."""
+    seen: List[Tuple] = []
+    original = db.execute_sql
+
+    def record(sql, params=None, *args, **kwargs):
+        seen.append((sql, params))
+        return original(sql, params, *args, **kwargs)
+
+    with db.atomic() as transaction:
+        monkeypatch.setattr(db, "execute_sql", record)
+        try:
+            action()
+        finally:
+            monkeypatch.undo()
+        transaction.rollback()
+    return seen
+
+
+def test_idempotency_lookups_use_the_partial_dedup_index(db, backend, loaded):
+    statements = Statements.build(db, CANDIDATES)
+    _assert_reads_partial_index(db, backend, statements.existing_by_dedup, (_key(7),),
+                                DEDUP_INDEX, "dedup_key")
+    keys = (_key(14), _key(21), _key(22))
+    batch = BatchStatements(db, None).existing_by_dedup(len(keys))
+    _assert_reads_partial_index(db, backend, batch, keys, DEDUP_INDEX, "dedup_key")
+
+
+def test_the_sweep_uses_the_partial_lease_index(db, backend, loaded):
+    queue, now_ms = loaded
+    statements = Statements.build(db, CANDIDATES)
+    _assert_reads_partial_index(db, backend, statements.expired_exists, (QUEUE, now_ms),
+                                LEASE_INDEX, "state")
+    _assert_reads_partial_index(db, backend, statements.sweep_reclaimable,
+                                (now_ms, QUEUE, now_ms), LEASE_INDEX, "state")
+    _assert_reads_partial_index(db, backend, statements.sweep_exhausted,
+                                (now_ms, now_ms, QUEUE, now_ms), LEASE_INDEX, "state")
+    # and the sweep finds exactly the expired leases of this queue
+    expected = sum(1 for i in range(2, HISTORY, 100) if i % 4 != 0)
+    assert queue.reclaim_expired(QUEUE) == expected > 0
+
+
+def _prune_statement(db, monkeypatch, queue, only) -> Tuple:
+    # Older than HISTORY - 50 ms: the first few dozen finished rows only.
+    older_than = timedelta(milliseconds=HISTORY - 50)
+    statements = _statements_run_by(db, monkeypatch,
+                                    lambda: queue.prune(older_than, queue=only))
+    deletes = [(sql, params) for sql, params in statements if sql.startswith("DELETE")]
+    assert len(deletes) == 1, statements
+    return deletes[0]
+
+
+def test_prune_uses_the_partial_prune_index(db, backend, loaded, monkeypatch):
+    queue, _ = loaded
+    sql, params = _prune_statement(db, monkeypatch, queue, None)
+    _assert_reads_partial_index(db, backend, sql, params, PRUNE_INDEX, "finished_at")
+
+
+def test_prune_of_one_queue_uses_the_partial_prune_index(db, backend, monkeypatch):
+    """Without planner statistics on SQLite. With sqlite_stat1 from an ANALYZE (which
+    caravel_lite never runs), SQLite, having no histogram of finished_at (no STAT4),
+    estimates ``queue = ? AND state = ?`` on the claim index as cheaper than the range
+    on the prune index, and a one-queue prune reads that queue's finished rows through
+    the claim index instead."""
+    queue = make_queue(db)
+    _load(db, queue._now_ms())
+    if backend != "sqlite":
+        db.execute_sql(ANALYZE[backend])
+    sql, params = _prune_statement(db, monkeypatch, queue, QUEUE)
+    _assert_reads_partial_index(db, backend, sql, params, PRUNE_INDEX, "finished_at")
