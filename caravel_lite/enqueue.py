@@ -49,14 +49,18 @@ class Enqueuing:
         :class:`QueueIdempotencyConflict`. Called inside the caller's ``db.atomic()``,
         the job joins that transaction (a savepoint guards the duplicate race).
         """
-        envelope = prepare_envelope(self.registry, self.options, job, dispatch,
-                                    self._now_us())
-        return self.enqueue_envelope(envelope, new_id())
+        now_us = self._now_us()
+        envelope = prepare_envelope(self.registry, self.options, job, dispatch, now_us)
+        return self.enqueue_envelope(envelope, new_id(), now_us)
 
-    def enqueue_envelope(self, envelope: Envelope, job_id: uuid.UUID) -> EnqueueResult:
+    def enqueue_envelope(self, envelope: Envelope, job_id: uuid.UUID,
+                         now_us: Optional[int] = None) -> EnqueueResult:
         """Write an already validated envelope under ``job_id`` (the relay passes the
-        intent's id so that every relay converges on one job)."""
-        params = _row(job_id, envelope, floor_ms(self._now_us()))
+        intent's id so that every relay converges on one job). ``now_us``: the
+        enqueue time, when the caller has just read the clock."""
+        if now_us is None:
+            now_us = self._now_us()
+        params = _row(job_id, envelope, floor_ms(now_us))
         try:
             if self.db.in_transaction():
                 # A savepoint: a duplicate-key error must not poison the caller's
