@@ -1,6 +1,9 @@
 """Profile one caravel_lite hot path with pyinstrument, in this process.
 
     python -m bench.profile --database sqlite-normal --path enqueue --jobs 5000
+
+Paths: enqueue (one job per call), claim (claim + complete, one job at a time) and
+drain (QueueWorker.run_once with prefetch=50 over a pre-filled queue).
 """
 from __future__ import annotations
 
@@ -8,8 +11,9 @@ import argparse
 
 from bench import targets
 from bench.peers.caravel import CaravelPeer
+from bench.peers.caravel_worker import CaravelPrefetchPeer
 
-PATHS = ("enqueue", "claim")
+PATHS = ("enqueue", "claim", "drain")
 
 
 def main() -> int:
@@ -23,15 +27,21 @@ def main() -> int:
     workspace = targets.Workspace()
     try:
         with targets.fresh(targets.TARGETS[args.database], workspace) as target:
-            peer = CaravelPeer(target)
+            peer = CaravelPrefetchPeer(target) if args.path == "drain" else CaravelPeer(target)
             peer.open()
             peer.install()
-            if args.path == "claim":
+            if args.path in ("claim", "drain"):
                 peer.prefill(args.jobs)
             profiler = Profiler(interval=0.0005)
             with profiler:
-                for i in range(args.jobs):
-                    peer.enqueue_one(i) if args.path == "enqueue" else peer.claim_one()
+                if args.path == "drain":
+                    peer.drain()
+                elif args.path == "claim":
+                    for _ in range(args.jobs):
+                        peer.claim_one()
+                else:
+                    for i in range(args.jobs):
+                        peer.enqueue_one(i)
             peer.close()
             print(profiler.output_text(show_all=False))
     finally:
