@@ -59,6 +59,12 @@ class Dialect:
     # PostgreSQL; not MariaDB/MySQL). Rows outside the predicate cost an insert or
     # update no write to that index (migration 0004 and caravel_lite.schema use it).
     partial_indexes: bool = False
+    # A table keyed by text can be stored as one B-tree ordered by its primary key
+    # (SQLite's WITHOUT ROWID; InnoDB always does this and PostgreSQL has no such
+    # layout). Otherwise SQLite keeps a rowid B-tree plus a separate primary-key
+    # index: one more B-tree, and one more page, for every committed insert
+    # (migration 0005).
+    without_rowid: bool = False
 
     # Batches of new rows can be streamed with COPY ... FROM STDIN (PostgreSQL through
     # psycopg 3) instead of multi-row INSERTs: no statement with thousands of parameters
@@ -141,7 +147,7 @@ def _mysql_code(exc: BaseException) -> Optional[int]:
 
 SQLITE = Dialect("sqlite", immediate_writes=True, exact_collation=None, payload_type="TEXT",
                  change_signal="data_version", update_returning=True, claim_lock="",
-                 partial_indexes=True)
+                 partial_indexes=True, without_rowid=True)
 POSTGRES = Dialect("postgres", immediate_writes=False, exact_collation=None, payload_type="TEXT",
                    change_signal="notify", update_returning=True,
                    claim_lock="FOR UPDATE SKIP LOCKED", copy_rows=True, partial_indexes=True)

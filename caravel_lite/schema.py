@@ -51,6 +51,8 @@ def _envelope_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
 
 
 def job_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
+    """The jobs table's columns. Where ``dialect.without_rowid`` (SQLite), migration
+    0005 stores the table as one B-tree keyed by ``id`` (WITHOUT ROWID)."""
     columns = _envelope_columns(dialect)
     columns.update({
         "state": peewee.CharField(max_length=16),

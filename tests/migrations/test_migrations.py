@@ -21,7 +21,7 @@ from caravel_lite.schema import HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE, bind_mo
 from tests.contract.jobs import QUEUE, Ping, dispatch, make_queue
 
 ALL = ["0001_create_jobs", "0002_create_outbox", "0003_notify_trigger",
-       "0004_partial_indexes"]
+       "0004_partial_indexes", "0005_cluster_jobs_by_id"]
 
 # Backends whose jobs indexes are partial once 0004 has run (the others keep 0001's).
 PARTIAL_BACKENDS = ("sqlite", "postgres")
@@ -163,10 +163,11 @@ def test_check_schema_with_a_pending_migration_raises(fresh):
 
 def test_0004_can_be_reverted_and_applied_again(fresh, backend):
     migrate(fresh)
-    assert runner(fresh).down() == ["0004_partial_indexes"]
+    assert runner(fresh).down("0004_partial_indexes") == ["0005_cluster_jobs_by_id",
+                                                          "0004_partial_indexes"]
     assert _indexes(fresh, JOBS_TABLE) == FULL_JOB_INDEXES
-    assert pending_migrations(fresh) == ["0004_partial_indexes"]
-    assert migrate(fresh) == ["0004_partial_indexes"]
+    assert pending_migrations(fresh) == ALL[3:]
+    assert migrate(fresh) == ALL[3:]
     assert _indexes(fresh, JOBS_TABLE) == expected_indexes(backend)[JOBS_TABLE]
 
 
@@ -248,7 +249,7 @@ def test_upgrading_a_populated_database_keeps_its_jobs_and_their_behaviour(fresh
     before = _stored_jobs(fresh)
     assert len(before) == 5
 
-    assert migrate(fresh) == ["0004_partial_indexes"]
+    assert migrate(fresh) == ALL[3:]
     check_schema(fresh)
     assert _stored_jobs(fresh) == before
     assert _indexes(fresh, JOBS_TABLE) == expected_indexes(backend)[JOBS_TABLE]
@@ -286,6 +287,44 @@ def test_upgrading_a_populated_database_keeps_its_jobs_and_their_behaviour(fresh
     remaining = {row[0] for row in _stored_jobs(fresh)}
     assert len(remaining) == 2 and str(leased) in remaining
     assert str(done_keyed) not in remaining and str(done_plain) not in remaining
+
+
+def _without_rowid(db) -> bool:
+    (sql,) = db.execute_sql("SELECT sql FROM sqlite_master WHERE type = 'table' "
+                            "AND name = ?", (JOBS_TABLE,)).fetchone()
+    return sql.rstrip().upper().endswith("WITHOUT ROWID")
+
+
+@pytest.mark.backends("sqlite")
+def test_0005_rebuilds_the_jobs_table_keyed_by_id_keeping_rows_and_indexes(fresh):
+    """On SQLite the jobs table becomes one B-tree keyed by id (WITHOUT ROWID); its
+    rows and indexes, an operator's own included, survive the rebuild both ways, and
+    the queue works on the rebuilt table."""
+    assert runner(fresh).up("0004_partial_indexes") == ALL[:4]
+    assert not _without_rowid(fresh)
+    queue = make_queue(fresh)
+    queue.enqueue_many([(Ping(n), dispatch(f"key-{n}" if n % 2 else None))
+                        for n in range(50)])
+    assert queue.complete(queue.claim(QUEUE))
+    assert queue.claim(QUEUE) is not None
+    fresh.execute_sql(f"CREATE INDEX operator_by_tenant ON {JOBS_TABLE} (tenant_id)")
+    rows, indexes = _stored_jobs(fresh), _indexes(fresh, JOBS_TABLE)
+    assert ("operator_by_tenant", ("tenant_id",), False, None) in indexes
+
+    assert migrate(fresh) == ["0005_cluster_jobs_by_id"]
+    assert _without_rowid(fresh)
+    assert _stored_jobs(fresh) == rows
+    assert _indexes(fresh, JOBS_TABLE) == indexes
+    assert queue.enqueue(Ping(1), dispatch("key-1")).already_enqueued
+    assert queue.enqueue_many([(Ping(50), dispatch())])[0].already_enqueued is False
+    assert len({queue.claim(QUEUE).job_id for _ in range(49)}) == 49
+    assert queue.claim(QUEUE) is None
+
+    rows = _stored_jobs(fresh)
+    assert runner(fresh).down() == ["0005_cluster_jobs_by_id"]
+    assert not _without_rowid(fresh)
+    assert _stored_jobs(fresh) == rows
+    assert _indexes(fresh, JOBS_TABLE) == indexes
 
 
 def _cli(*args):

@@ -45,13 +45,13 @@ def test_0003_is_applied_everywhere_and_creates_triggers_only_where_notify(new_d
                                               "caravel_jobs_notify_update"]
         else:
             assert _triggers(db, backend) == []
-        # Down and up again (0004 first, which replaces 0003's insert trigger):
-        # reversible on every database.
-        assert runner(db).down("0003_notify_trigger") == ["0004_partial_indexes",
-                                                          "0003_notify_trigger"]
+        # Down and up again (0005 and 0004 first; 0004 replaces 0003's insert
+        # trigger): reversible on every database.
+        later = ["0003_notify_trigger", "0004_partial_indexes", "0005_cluster_jobs_by_id"]
+        assert runner(db).down("0003_notify_trigger") == later[::-1]
         assert _triggers(db, backend) == []
-        assert pending_migrations(db) == ["0003_notify_trigger", "0004_partial_indexes"]
-        assert migrate(db) == ["0003_notify_trigger", "0004_partial_indexes"]
+        assert pending_migrations(db) == later
+        assert migrate(db) == later
         assert len(_triggers(db, backend)) == (2 if backend == "postgres" else 0)
 
 
@@ -69,11 +69,12 @@ def test_0004_makes_the_insert_trigger_per_statement_and_down_restores_0003s(
     with db.connection_context():
         migrate(db)
         assert not _insert_trigger_is_per_row(db)
-        assert runner(db).down() == ["0004_partial_indexes"]
+        assert runner(db).down("0004_partial_indexes") == ["0005_cluster_jobs_by_id",
+                                                            "0004_partial_indexes"]
         assert _insert_trigger_is_per_row(db)
         assert _triggers(db, backend) == ["caravel_jobs_notify_insert",
                                           "caravel_jobs_notify_update"]
-        assert migrate(db) == ["0004_partial_indexes"]
+        assert migrate(db) == ["0004_partial_indexes", "0005_cluster_jobs_by_id"]
         assert not _insert_trigger_is_per_row(db)
 
 
