@@ -72,8 +72,17 @@ def check_priority(value: object) -> Priority:
     raise InvalidField("priority", f"must be a caravel_lite.Priority, got {value!r}")
 
 
+# The Dispatch object most recently found valid. Dispatch is frozen, so the same
+# object is still valid when it comes back (callers usually reuse one per queue); the
+# reference held here keeps its identity from being reused by another object.
+_last_valid: Optional[Dispatch] = None
+
+
 def check_dispatch(dispatch: object) -> Dispatch:
     """Validate every field of a Dispatch; returns it unchanged."""
+    global _last_valid
+    if dispatch is _last_valid:
+        return dispatch  # type: ignore[return-value]
     if not isinstance(dispatch, Dispatch):
         raise InvalidField("dispatch", f"must be a caravel_lite.Dispatch, got {type(dispatch).__name__}")
     check_queue(dispatch.queue)
@@ -82,6 +91,8 @@ def check_dispatch(dispatch: object) -> Dispatch:
         check_identity("idempotency_key", dispatch.idempotency_key)
     check_not_before(dispatch.not_before)
     check_priority(dispatch.priority)
+    if type(dispatch) is Dispatch:  # a subclass could be mutable
+        _last_valid = dispatch
     return dispatch
 
 

@@ -58,3 +58,16 @@ def test_dispatch_defaults_and_type():
 def test_priorities_order_critical_first():
     assert sorted([Priority.LOW, Priority.NORMAL, Priority.CRITICAL, Priority.HIGH]) == [
         Priority.CRITICAL, Priority.HIGH, Priority.NORMAL, Priority.LOW]
+
+
+def test_a_reused_dispatch_is_checked_once_and_others_still_in_full():
+    from caravel_lite import validation
+
+    valid = Dispatch(queue="reused", tenant_id="t")
+    assert validation.check_dispatch(valid) is valid
+    assert validation._last_valid is valid
+    assert validation.check_dispatch(valid) is valid
+    with pytest.raises(InvalidField) as refused:
+        validation.check_dispatch(Dispatch(queue="reused", tenant_id=" "))
+    assert refused.value.field == "tenant_id"
+    assert validation._last_valid is valid  # an invalid one never replaces it
