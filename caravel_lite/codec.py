@@ -336,7 +336,7 @@ def _decode_scalars(job_type: type, data: Any) -> Any:
     if plan is None or type(data) is not dict or len(data) != len(plan):
         return None
     for name, accepted in plan:
-        if type(data.get(name, data)) not in accepted:  # a missing name fails too
+        if name not in data or type(data[name]) not in accepted:
             return None
     try:
         return job_type(**data)

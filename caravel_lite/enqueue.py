@@ -116,7 +116,7 @@ class Enqueuing:
                     f"types or payloads")
         for attempt in range(1, ENQUEUE_ATTEMPTS + 1):
             try:
-                stored = self._enqueue_batch(envelopes, ids, first)
+                stored = self._enqueue_batch(envelopes, ids, first, floor_ms(now_us))
                 break
             except peewee.IntegrityError:
                 # Another writer took one of our keys between our read and our INSERT;
@@ -141,10 +141,9 @@ class Enqueuing:
         return results
 
     def _enqueue_batch(self, envelopes: List[Envelope], ids: List[uuid.UUID],
-                       first: dict) -> dict:
+                       first: dict, now_ms: int) -> dict:
         """One transaction: read which keys already have a job (raising on a conflict),
-        insert the rest. Returns {dedup key: existing job id}."""
-        now_ms = floor_ms(self._now_us())
+        insert the rest, enqueued at ``now_ms``. Returns {dedup key: existing job id}."""
         stored: dict = {}
         with self.dialect.write_transaction(self.db):
             keys = list(first)
@@ -152,12 +151,8 @@ class Enqueuing:
                 part = keys[start:start + INSERT_CHUNK]
                 rows = self._execute(self._batch.existing_by_dedup(len(part)), part).fetchall()
                 for existing_id, key, wire_name, payload in rows:
-                    envelope = envelopes[first[key]]
-                    if wire_name != envelope.wire_name or payload != envelope.payload:
-                        raise QueueIdempotencyConflict(
-                            "idempotency key already used for a job with a different type "
-                            "or payload", uuid.UUID(existing_id))
-                    stored[key] = uuid.UUID(existing_id)
+                    stored[key] = stored_match(envelopes[first[key]],
+                                               (existing_id, wire_name, payload), "used")
             new = [index for index, envelope in enumerate(envelopes)
                    if envelope.dedup_key is None
                    or (first[envelope.dedup_key] == index and envelope.dedup_key not in stored)]

@@ -280,4 +280,3 @@ class QueueOutbox:
         False when the intent is not set aside. Autocommits unless called inside a
         transaction on ``app_db``."""
         return self._table.retry(outbox_id)
-

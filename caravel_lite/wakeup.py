@@ -242,7 +242,6 @@ class DataVersionWaiter(Waiter):
                 return False
 
 
-
 class NotifyWaiter(Waiter):
     """PostgreSQL: LISTENs on :data:`CHANNEL` over a dedicated autocommit psycopg
     connection; wakes for a notification naming its queue whose due time has come,
@@ -333,7 +332,6 @@ class NotifyWaiter(Waiter):
             if learned:
                 return False  # the caller recomputes how long to wait
         return False
-
 
 
 _STRATEGIES = {"poll": PollWaiter, "data_version": DataVersionWaiter, "notify": NotifyWaiter}
