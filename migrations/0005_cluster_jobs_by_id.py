@@ -3,7 +3,7 @@
 A SQLite table whose primary key is text is a rowid B-tree plus a separate index on
 the key, so every enqueue wrote one page more per commit than the row needs. Declared
 WITHOUT ROWID the table is the key's B-tree itself, as InnoDB stores every table
-(docs/PERFORMANCE.md has the before and after). SQLite cannot change that in place:
+(docs/PERFORMANCE.md has SQLite runs before and after it). SQLite cannot change that in place:
 the table is rebuilt in this script's transaction (new table, rows copied, old table
 dropped, new one renamed) and its indexes are created again from their own stored
 SQL, so the indexes of 0001/0004, and any an operator added, come back unchanged.
