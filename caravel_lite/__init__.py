@@ -15,12 +15,13 @@ from caravel_lite.dialect import open_database
 from caravel_lite.worker import QueueWorker
 from caravel_lite.outbox import QueueOutbox, StageResult
 from caravel_lite.relay import OutboxRelay
+from caravel_lite.outcomes import Discard, Snooze
 
 __all__ = [
     "JobRegistry", "JobContext",
     "DatabaseQueue", "QueueOptions", "Dispatch", "Priority",
     "EnqueueResult", "QueueLease", "JobStatus", "QueueCounts", "JobState", "Failure",
-    "QueueWorker",
+    "QueueWorker", "Snooze", "Discard",
     "PeekedJob", "Cancelled",
     "QueueOutbox", "StageResult", "OutboxRelay",
     "migrate", "check_schema", "open_database",

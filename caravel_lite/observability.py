@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, Optional
 logger = logging.getLogger("caravel_lite")
 
 COUNTERS = ("accepted", "deduplicated", "claimed", "completed", "failed", "retried",
-            "deadlettered", "replayed", "lease_lost")
+            "deadlettered", "replayed", "lease_lost", "released", "snoozed")
 
 try:  # OpenTelemetry is optional (extra "otel"); without it every call is a no-op.
     from opentelemetry import metrics as _otel_metrics
@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - exercised only where the API is absent
 
 
 class Telemetry:
-    """The nine ``caravel.queue.jobs.*`` counters and the per-job span.
+    """The ``caravel.queue.jobs.*`` counters (:data:`COUNTERS`) and the per-job span.
 
     Instruments come from the meter/tracer providers given, or the global ones at the
     moment this object is built (so tests can install an in-memory reader first).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import uuid
+from datetime import timedelta
 from typing import Any, List, Optional, Sequence, Tuple
 
 import peewee
@@ -322,14 +323,16 @@ class DatabaseQueue(Enqueuing, QueueAdmin):
     def fail(self, lease: QueueLease, failure: Failure) -> bool:
         """Record a failed attempt of an owned lease: back to PENDING after the backoff
         delay (rounded up to the millisecond), or DEAD_LETTER when its attempts are used
-        up. Stores only the category. False (nothing changed) if not owned."""
+        up, or at once for ``Failure.DISCARDED``. Stores only the category. False
+        (nothing changed) if not owned."""
         if not isinstance(failure, Failure):
             raise InvalidField("failure", f"must be a caravel_lite.Failure, got {failure!r}")
         now_us = self._now_us()
         now_ms = floor_ms(now_us)
         queue = lease.context.queue
         ident = (str(lease.job_id), lease._token, now_ms)
-        if lease.attempt >= lease._max_attempts:
+        # DISCARDED means no retry can help: dead-lettered whatever attempts are left.
+        if lease.attempt >= lease._max_attempts or failure is Failure.DISCARDED:
             changed = self._fenced(self._sql.dead_letter,
                                    (failure.value, now_ms, now_ms) + ident) == 1
             outcome = "deadlettered"
@@ -342,6 +345,38 @@ class DatabaseQueue(Enqueuing, QueueAdmin):
             self.telemetry.count("failed", queue, failure=failure.value)
             self.telemetry.count(outcome, queue, failure=failure.value)
         return changed
+
+    def release(self, lease: QueueLease) -> bool:
+        """Hand back an owned job that was claimed but never run (a worker stopping
+        with prefetched jobs): PENDING again, the claim's attempt given back, its due
+        time and last failure unchanged, the lease cleared. False (nothing changed)
+        when the lease is no longer owned. Counted as ``released``."""
+        if not isinstance(lease, QueueLease):
+            raise InvalidField("lease", f"must be a QueueLease, got {lease!r}")
+        now_ms = floor_ms(self._now_us())
+        released = self._fenced(self._sql.release,
+                                (now_ms, str(lease.job_id), lease._token, now_ms)) == 1
+        if released:
+            self.telemetry.count("released", lease.context.queue)
+        return released
+
+    def snooze(self, lease: QueueLease, delay: timedelta) -> bool:
+        """Put an owned job back to PENDING due ``delay`` from now (rounded up to the
+        millisecond), with the claim's attempt given back and its last failure
+        unchanged: what a handler raising :class:`caravel_lite.Snooze` gets. False
+        (nothing changed) when the lease is no longer owned. Counted as ``snoozed``."""
+        if not isinstance(lease, QueueLease):
+            raise InvalidField("lease", f"must be a QueueLease, got {lease!r}")
+        if not isinstance(delay, timedelta) or delay < timedelta(0):
+            raise InvalidField("delay", f"must be a timedelta >= 0, got {delay!r}")
+        now_us = self._now_us()
+        now_ms = floor_ms(now_us)
+        due_ms = ceil_ms(now_us + duration_micros(delay))
+        snoozed = self._fenced(self._sql.snooze, (due_ms, now_ms, str(lease.job_id),
+                                                  lease._token, now_ms)) == 1
+        if snoozed:
+            self.telemetry.count("snoozed", lease.context.queue)
+        return snoozed
 
     def reclaim_expired(self, queue: str) -> int:
         """Sweep ``queue`` now: expired leases with attempts left become claimable again

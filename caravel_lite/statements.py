@@ -46,6 +46,8 @@ class Statements:
     complete: str
     retry: str
     dead_letter: str
+    release: str
+    snooze: str
 
     @classmethod
     def build(cls, db: peewee.Database, candidate_limit: int) -> "Statements":
@@ -99,6 +101,15 @@ class Statements:
             dead_letter=(
                 f"UPDATE {t} SET state = '{DEAD}', last_failure = {p}, {cleared}, "
                 f"finished_at = {p}, updated_at = {p} WHERE {owned}"),
+            # Hand an owned job back: PENDING, the claim's attempt given back, due time
+            # and last failure as they were. params: now_ms (updated), id, token, now_ms
+            release=(
+                f"UPDATE {t} SET state = '{PENDING}', attempts = attempts - 1, {cleared}, "
+                f"updated_at = {p} WHERE {owned}"),
+            # The same with a new due time. params: due_ms, now_ms (updated), id, token, now_ms
+            snooze=(
+                f"UPDATE {t} SET state = '{PENDING}', attempts = attempts - 1, "
+                f"available_at = {p}, {cleared}, updated_at = {p} WHERE {owned}"),
         )
 
 

@@ -28,6 +28,8 @@ class Failure(str, enum.Enum):
     UNKNOWN_JOB_TYPE = "unknown_job_type"
     ATTEMPTS_EXHAUSTED = "attempts_exhausted"
     LEASE_EXPIRED = "lease_expired"
+    # The handler raised caravel_lite.Discard: retrying cannot help, dead-lettered at once.
+    DISCARDED = "discarded"
 
 
 class Priority(enum.IntEnum):

@@ -41,6 +41,7 @@ from typing import Any, Callable, ContextManager, Deque, Dict, Iterator, List, O
 from caravel_lite import codec, validation, wakeup
 from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, logger
+from caravel_lite.outcomes import Discard, Snooze
 from caravel_lite.queue import DatabaseQueue
 from caravel_lite.supervision import CANCELLED, LEASE_LOST, JobControl, Supervisor
 from caravel_lite.values import Failure, QueueLease
@@ -52,6 +53,7 @@ SPAN_NAME = "caravel.queue.process"
 # Outcomes of one processed job (the span's "outcome" attribute).
 COMPLETED = "completed"
 FAILED = "failed"
+SNOOZED = "snoozed"
 INFRASTRUCTURE_ERROR = "infrastructure_error"
 
 MIN_POLL = timedelta(milliseconds=100)
@@ -303,10 +305,10 @@ class QueueWorker:
             return CANCELLED
         if control.reason == LEASE_LOST or self._expired(lease):
             return self._lost(lease, "handler ended after its lease was lost")
+        if isinstance(handler_error, Snooze):
+            return self._snooze(lease, handler_error.delay)
         if handler_error is not None:
-            logger.warning("job %s on queue %s: handler raised %s", lease.job_id,
-                           queue_name, type(handler_error).__name__)
-            return self._fail(lease, Failure.HANDLER_FAILED)
+            return self._handler_failed(lease, handler_error)
         if self.prefetch > 1:
             due = lease.expires_at - self._ack_margin
             with self._acks_lock:
@@ -373,6 +375,22 @@ class QueueWorker:
         if not self.queue.fail(lease, failure):
             return self._lost(lease, "lease no longer owned when recording the failure")
         return FAILED
+
+    def _handler_failed(self, lease: QueueLease, error: BaseException) -> str:
+        """The one place where a handler's exception becomes a failed job:
+        ``Discard`` dead-letters it (DISCARDED), any other exception is HANDLER_FAILED.
+        Only the category is stored; the exception's text never leaves this process."""
+        failure = Failure.DISCARDED if isinstance(error, Discard) else Failure.HANDLER_FAILED
+        logger.warning("job %s on queue %s: handler raised %s (%s)", lease.job_id,
+                       lease.context.queue, type(error).__name__, failure.value)
+        return self._fail(lease, failure)
+
+    def _snooze(self, lease: QueueLease, delay: timedelta) -> str:
+        if self._expired(lease) or not self.queue.snooze(lease, delay):
+            return self._lost(lease, "lease no longer owned when snoozing")
+        logger.info("job %s on queue %s snoozed for %s (attempt given back)", lease.job_id,
+                    lease.context.queue, delay)
+        return SNOOZED
 
     def _lost(self, lease: QueueLease, why: str) -> str:
         self.telemetry.count("lease_lost", lease.context.queue)
