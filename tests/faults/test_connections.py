@@ -1,7 +1,7 @@
 """Issue #7, fault 4: the database kills the worker's connections (PostgreSQL
 pg_terminate_backend, MariaDB KILL CONNECTION), once while the command-line worker is
 idle and once while a handler runs. Documented behaviour: the worker exits 1 with one
-line on stderr ("caravel_lite worker: worker faulted: ..."), no traceback; a restarted
+line on stderr ("caravel-lite worker: worker faulted: ..."), no traceback; a restarted
 worker (systemd, a container runtime) carries on and nothing is lost or applied twice.
 Only connections to this test's own database are killed, never the test's own."""
 from __future__ import annotations
@@ -61,10 +61,10 @@ def _faulted_once(child):
     child.popen.wait(20)
     text = child.stderr()
     # The command's own lines (its log lines carry a timestamp and the logger's name).
-    lines = [line for line in text.splitlines() if line.startswith("caravel_lite worker:")]
+    lines = [line for line in text.splitlines() if line.startswith("caravel-lite worker:")]
     assert child.popen.returncode == 1, text
     assert "Traceback" not in text, text
-    assert len(lines) == 1 and lines[0].startswith("caravel_lite worker: worker faulted:"), text
+    assert len(lines) == 1 and lines[0].startswith("caravel-lite worker: worker faulted:"), text
 
 
 @pytest.mark.parametrize("backend", ["postgres", "mysql"], indirect=True)

@@ -77,6 +77,6 @@ def test_an_unreachable_queue_database_exits_1_with_one_line(tmp_path):
                           text=True, timeout=60)
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("caravel_lite relay: stopped: database "
-                                                   "failure (OperationalError"), done.stderr
+    assert len(lines) == 1 and lines[0].startswith("caravel-lite relay: database error: "
+                                                   "OperationalError"), done.stderr
     assert not os.path.exists(tmp_path / "no-such-directory")

@@ -79,5 +79,5 @@ def test_an_infrastructure_fault_exits_1_with_one_line(new_database):
         code, err = finish(process)
     assert code == 1
     assert "Traceback" not in err
-    faults = [line for line in err.splitlines() if line.startswith("caravel_lite worker:")]
+    faults = [line for line in err.splitlines() if line.startswith("caravel-lite worker:")]
     assert len(faults) == 1 and "worker faulted" in faults[0], err

@@ -1,0 +1,32 @@
+"""``caravel-lite check``: exit 0 when every migration is applied, else 1 naming the
+pending ones (on stderr, and as ``{"pending_migrations": true, "pending": [...]}`` on
+stdout). Never changes the database."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from caravel_lite.cli import common
+from caravel_lite.errors import SchemaNotReady
+from caravel_lite.migrator import check_schema
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    cmd = subparsers.add_parser("check", help="fail unless the schema is fully migrated",
+                                description=__doc__.replace("``", ""))
+    common.add_database_argument(cmd)
+    cmd.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    db = common.open_argument(args)
+    try:
+        with db.connection_context():
+            check_schema(db)
+    except SchemaNotReady as exc:
+        print(json.dumps({"pending_migrations": True, "pending": list(exc.pending)}))
+        raise
+    finally:
+        common.close_quietly(db)
+    print(json.dumps({"pending_migrations": False}))
+    return common.OK

@@ -1,0 +1,27 @@
+"""``caravel-lite migrate``: apply the pending schema migrations, print
+``{"applied": [names]}``. Running it again applies nothing."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from caravel_lite.cli import common
+from caravel_lite.migrator import migrate
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    cmd = subparsers.add_parser("migrate", help="apply pending schema migrations",
+                                description=__doc__.replace("``", ""))
+    common.add_database_argument(cmd)
+    cmd.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    db = common.open_argument(args)
+    try:
+        with db.connection_context():
+            applied = migrate(db)
+    finally:
+        common.close_quietly(db)
+    print(json.dumps({"applied": applied}))
+    return common.OK

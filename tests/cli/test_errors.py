@@ -1,0 +1,147 @@
+"""Every command fails with one line and the right exit code, and never prints a
+password, even one that the database driver's own message quotes."""
+from __future__ import annotations
+
+import secrets
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from caravel_lite.dialect import open_database
+from tests.cli import procs
+from tests.databases import SERVER_URLS
+
+REGISTRY = "tests.cli.app:registry"
+COMMANDS = ("migrate", "check", "worker", "relay")
+
+
+def arguments(command: str, url: str) -> list:
+    """``command`` pointed at ``url`` for every database it takes."""
+    if command == "worker":
+        return ["worker", REGISTRY, "--queue", "cli-work", "--database", url]
+    if command == "relay":
+        return ["relay", REGISTRY, "--app-database", url, "--database", url]
+    return [command, "--database", url]
+
+
+def with_credentials(url: str, user: str, password: str, database: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, f"{user}:{password}@{host}", "/" + database, "", ""))
+
+
+def failing_url(backend: str, tmp_path, secret: str) -> str:
+    """A URL that is well formed but fails when used, with ``secret`` as its password
+    and in a place the server's refusal quotes back."""
+    if backend == "postgres":
+        # Trust authentication ignores the password; the server then names the missing
+        # database, which is spelled like the password.
+        return with_credentials(SERVER_URLS["postgres"], "postgres", secret, secret)
+    if backend == "mysql":
+        # The refusal names the user, which is spelled like the password.
+        return with_credentials(SERVER_URLS["mysql"], secret, secret, "test")
+    return f"sqlite:///{tmp_path / 'no-such-directory' / 'queue.sqlite'}"
+
+
+def driver_message(url: str) -> str:
+    db = open_database(url)
+    try:
+        db.connect()
+    except Exception as exc:  # what the driver says, unmasked
+        return str(exc)
+    finally:
+        if not db.is_closed():
+            db.close()
+    raise AssertionError(f"{url} unexpectedly connected")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_database_that_fails_exits_1_with_one_line_and_no_password(backend, tmp_path,
+                                                                     command):
+    secret = "caravel_secret_" + secrets.token_hex(4)
+    url = failing_url(backend, tmp_path, secret)
+    if backend != "sqlite":
+        assert secret in driver_message(url)  # so the masking below is really tested
+    done = procs.run(*arguments(command, url))
+    assert done.returncode == 1, done.stderr
+    line = procs.one_line(done.stderr)
+    assert f"caravel-lite {command}: " in line and "Traceback" not in line
+    assert "Error" in line  # the driver's error class names what happened
+    assert secret not in done.stdout + done.stderr
+    if backend != "sqlite":
+        assert "***" in line
+    assert not (tmp_path / "no-such-directory").exists()
+
+
+@pytest.mark.backends("postgres", "mysql")
+@pytest.mark.parametrize("switch", ["--debug", "CARAVEL_DEBUG"])
+def test_debug_shows_the_traceback_still_masked(backend, tmp_path, switch):
+    secret = "caravel_secret_" + secrets.token_hex(4)
+    url = failing_url(backend, tmp_path, secret)
+    if switch == "--debug":
+        done = procs.run("--debug", "migrate", "--database", url)
+        after = procs.run("migrate", "--database", url, "--debug")
+        assert after.returncode == 1 and "Traceback" in after.stderr
+    else:
+        done = procs.run("migrate", "--database", url, env={"CARAVEL_DEBUG": "1"})
+    assert done.returncode == 1
+    assert done.stderr.startswith("Traceback (most recent call last):")
+    assert done.stderr.strip().splitlines()[-1].startswith("caravel-lite migrate: ")
+    assert secret not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_unknown_scheme_exits_2_with_one_line(command):
+    done = procs.run(*arguments(command, "pgsql://x/y"))
+    assert done.returncode == 2, done.stderr
+    line = procs.one_line(done.stderr)
+    assert 'Unrecognized or unsupported scheme: "pgsql"' in line
+    assert line.startswith(f"caravel-lite {command}: --")
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_url_without_a_database_name_exits_2_and_masks_its_password(command):
+    done = procs.run(*arguments(command, "postgresql://app:hunter2secret@db.invalid"))
+    assert done.returncode == 2, done.stderr
+    line = procs.one_line(done.stderr)
+    assert "no database name" in line and "postgresql://app:***@db.invalid" in line
+    assert "hunter2secret" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["migrate"], "--database is required (or set CARAVEL_DATABASE_URL)"),
+    (["relay", REGISTRY, "--database", "sqlite:///q.db"],
+     "--app-database is required (or set CARAVEL_APP_DATABASE_URL)"),
+    (["worker", REGISTRY, "--database", "sqlite:///q.db"],
+     "the following arguments are required: --queue"),
+    (["worker", REGISTRY, "--queue", "q", "--prefetch", "many"],
+     "argument --prefetch: invalid int value: 'many'"),
+    (["worker", REGISTRY, "--queue", "Not A Queue"], "queue: "),
+    (["worker", REGISTRY, "--queue", "q", "--prefetch", "0", "--database", "sqlite:///q.db"],
+     "prefetch"),
+    (["worker", "no_such_module:registry", "--queue", "q"],
+     "cannot import 'no_such_module'"),
+    (["worker", "tests.cli.app:missing", "--queue", "q"], "has no attribute 'missing'"),
+    (["worker", "tests.cli.app", "--queue", "q"], "expected MODULE:ATTR"),
+    (["worker", "tests.cli.app:make_nothing", "--queue", "q"], "is a int; expected"),
+    (["worker", "tests.cli.app:Note", "--queue", "q"], "is a type; expected"),
+    (["relay", REGISTRY, "--app-database", "sqlite:///a.db", "--batch-size", "5000"],
+     "argument --batch-size: must be between 1 and"),
+    (["nonsense"], "invalid choice: 'nonsense'"),
+    ([], "the following arguments are required: COMMAND"),
+])
+def test_bad_arguments_exit_2_with_one_line(argv, expected, tmp_path):
+    done = procs.run(*argv)
+    assert done.returncode == 2, done.stderr
+    line = procs.one_line(done.stderr)
+    assert expected in line and line.startswith("caravel-lite")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_module_that_fails_on_import_is_a_fault_not_a_usage_error():
+    done = procs.run("worker", "tests.cli.broken_app:registry", "--queue", "q",
+                     "--database", "sqlite:///unused.db")
+    assert done.returncode == 1
+    assert procs.one_line(done.stderr) == (
+        "caravel-lite worker: RuntimeError: the application module is broken")
