@@ -10,7 +10,7 @@ import dataclasses
 import inspect
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Type, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Type, TypeVar
 
 from caravel_lite import validation
 from caravel_lite.errors import InvalidField, UnknownJobType
@@ -19,6 +19,7 @@ from caravel_lite.values import JobContext
 __all__ = ["JobRegistry", "JobDefinition", "JobContext"]
 
 J = TypeVar("J")
+R = TypeVar("R")
 Handler = Callable[[Any, JobContext], Any]
 
 
@@ -63,9 +64,15 @@ class JobRegistry:
             self._by_type[job_type] = definition
         return definition
 
-    def job(self, wire_name: str, job_type: Type[J]) -> Callable[[Handler], Handler]:
-        """Decorator form of :meth:`register`; returns the handler unchanged."""
-        def decorate(handler: Handler) -> Handler:
+    def job(self, wire_name: str, job_type: Type[J]
+            ) -> Callable[[Callable[[J, JobContext], R]], Callable[[J, JobContext], R]]:
+        """Decorator form of :meth:`register`; returns the handler unchanged.
+
+        For a type checker the decorated handler keeps its parameter and return types
+        (a coroutine for ``async def``), and a handler whose first parameter does not
+        accept ``job_type``, or whose second is not a :class:`JobContext`, is an error.
+        """
+        def decorate(handler: Callable[[J, JobContext], R]) -> Callable[[J, JobContext], R]:
             self.register(wire_name, job_type, handler)
             return handler
         return decorate
@@ -77,11 +84,19 @@ class JobRegistry:
             raise UnknownJobType(f"job type {type(job).__name__} is not registered")
         return definition
 
+    def for_type(self, job_type: type) -> JobDefinition:
+        """The definition registered for ``job_type``; ``UnknownJobType`` if absent."""
+        definition = self._by_type.get(job_type)
+        if definition is None:
+            name = getattr(job_type, "__name__", repr(job_type))
+            raise UnknownJobType(f"job type {name} is not registered")
+        return definition
+
     def for_name(self, wire_name: str) -> Optional[JobDefinition]:
         """The definition for a stored wire name, or None when it is not registered here."""
         return self._by_name.get(wire_name)
 
-    def names(self) -> list:
+    def names(self) -> List[str]:
         return sorted(self._by_name)
 
     def __contains__(self, wire_name: object) -> bool:
