@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import peewee
 
+from caravel_lite.aio import AsyncOutboxCalls
 from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros, system_clock
 from caravel_lite.dialect import dialect_of, retrying
 from caravel_lite.errors import OutsideTransaction
@@ -189,7 +190,7 @@ class OutboxTable:
                                from_ms(r[6])) for r in rows]
 
 
-class QueueOutbox:
+class QueueOutbox(AsyncOutboxCalls):
     """Stages jobs as intents in the application database's ``caravel_outbox`` table.
 
     ``app_db`` must have been migrated (:func:`caravel_lite.migrate`); ``registry`` and

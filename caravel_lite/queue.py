@@ -17,6 +17,7 @@ import peewee
 
 from caravel_lite import validation
 from caravel_lite.admin import QueueAdmin
+from caravel_lite.aio import AsyncQueueCalls
 from caravel_lite.enqueue import Enqueuing
 from caravel_lite.clock import (Clock, ceil_ms, duration_micros, floor_ms, from_ms, now_micros,
                                 system_clock)
@@ -60,7 +61,7 @@ def backoff_micros(options: QueueOptions, attempt: int) -> int:
     return base << exponent
 
 
-class DatabaseQueue(Enqueuing, QueueAdmin):
+class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
     """The queue over one Peewee database (SQLite, PostgreSQL or MariaDB/MySQL).
 
     ``db`` must have been migrated (:func:`caravel_lite.migrate`); the queue never
