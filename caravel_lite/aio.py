@@ -8,10 +8,13 @@ event loop only awaits the result. Why threads rather than Peewee 4's
 application's ordinary ``peewee.Database`` and uses its drivers' features (psycopg's
 COPY, exact row counts); a thread hop keeps one code path and one set of guarantees.
 
-- At most ``async_threads`` calls of one queue (or outbox) run at once (default 4; set
+- At most ``async_threads`` calls of one queue (or outbox) run at once (default 2; set
   the attribute before the first call); more wait their turn without blocking the
   loop. Each thread keeps its own connection, as Peewee does per thread, so the
-  bound is also the number of connections the asyncio API opens.
+  bound is also the number of connections the asyncio API opens. Why so few: the
+  threads run Python code (Peewee, and PyMySQL is pure Python) and compete with the
+  event loop for the GIL; with four, a 10 ms ticker on a loaded two-core machine saw
+  stalls of up to about 60 ms, with two at most about 35 ms.
 - A call cancelled before its thread took it never runs; once started it runs to
   the end (an enqueue may then be committed although its caller was cancelled: use an
   idempotency key to retry safely).
@@ -44,15 +47,15 @@ if TYPE_CHECKING:
 __all__ = ["Offload", "AsyncQueueCalls", "AsyncOutboxCalls", "DEFAULT_THREADS"]
 
 T = TypeVar("T")
-DEFAULT_THREADS = 4
+DEFAULT_THREADS = 2
 MAX_THREADS = 64
 
 
 class Offload:
     """A bounded set of daemon threads running blocking calls over one database.
 
-    Threads start on demand, up to ``max_threads``; each closes its own connection to
-    ``db`` when the offload is closed.
+    The threads start on the first call; each opens its connection to ``db`` on its
+    first statement and closes it when the offload is closed.
     """
 
     def __init__(self, db: peewee.Database, max_threads: int, name: str) -> None:
@@ -62,7 +65,6 @@ class Offload:
         self._items: List[Tuple["concurrent.futures.Future[Any]", Callable[[], Any]]] = []
         self._ready = threading.Condition()
         self._threads: List[threading.Thread] = []
-        self._busy = 0
         self._closed = False
 
     def submit(self, call: Callable[[], T]) -> "concurrent.futures.Future[T]":
@@ -70,13 +72,15 @@ class Offload:
         with self._ready:
             if self._closed:
                 raise RuntimeError("this offload is closed")
+            if not self._threads:
+                # All at once, on first use: a thread started later, while the others
+                # hold the GIL, would keep the event loop waiting for it to start.
+                for number in range(1, self.max_threads + 1):
+                    thread = threading.Thread(target=self._main, daemon=True,
+                                              name=f"{self.name}-{number}")
+                    self._threads.append(thread)
+                    thread.start()
             self._items.append((future, call))
-            waiting = len(self._items) + self._busy
-            if waiting > len(self._threads) and len(self._threads) < self.max_threads:
-                thread = threading.Thread(target=self._main, daemon=True,
-                                          name=f"{self.name}-{len(self._threads) + 1}")
-                self._threads.append(thread)
-                thread.start()
             self._ready.notify()
         return future
 
@@ -89,16 +93,11 @@ class Offload:
                     if not self._items:
                         return  # closed and nothing left
                     future, call = self._items.pop(0)
-                    self._busy += 1
-                try:
-                    if future.set_running_or_notify_cancel():
-                        try:
-                            future.set_result(call())
-                        except BaseException as exc:  # delivered to the awaiting task
-                            future.set_exception(exc)
-                finally:
-                    with self._ready:
-                        self._busy -= 1
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(call())
+                    except BaseException as exc:  # delivered to the awaiting task
+                        future.set_exception(exc)
         finally:
             if not self.db.is_closed():
                 self.db.close()  # this thread's connection (Peewee keeps one per thread)

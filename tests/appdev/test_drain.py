@@ -131,3 +131,43 @@ def test_the_callers_queue_keeps_its_telemetry(db):
     queue.enqueue(SendEmail("x"), dispatch())
     drain(queue, QUEUE)
     assert queue.telemetry is before
+
+
+def test_snoozed_and_discarded_jobs_are_counted(db):
+    from dataclasses import dataclass
+
+    from caravel_lite import Discard, JobContext, Snooze
+
+    @dataclass(frozen=True)
+    class Nap:
+        minutes: int
+
+    @dataclass(frozen=True)
+    class Hopeless:
+        why: str
+
+    recorder, clock = Recorder(), ManualClock()
+
+    @recorder.registry.job("tests.nap.v1", Nap)
+    def nap(job: Nap, ctx: JobContext) -> None:
+        recorder.attempts.append(("nap", ctx.attempt))
+        if len(recorder.attempts) == 1:
+            raise Snooze(timedelta(minutes=job.minutes))
+
+    @recorder.registry.job("tests.hopeless.v1", Hopeless)
+    def hopeless(job: Hopeless, ctx: JobContext) -> None:
+        raise Discard()
+
+    queue = make_queue(db, recorder, clock)
+    nap_id = queue.enqueue(Nap(5), dispatch()).job_id
+    assert drain(queue, QUEUE, clock=clock) == DrainResult(processed=1, snoozed=1)
+    status = state_of(queue, nap_id)
+    assert (status.state, status.attempts) == (JobState.PENDING, 0)
+    result = drain(queue, QUEUE, clock=clock, with_scheduled=True)
+    assert result == DrainResult(processed=1, completed=1, advanced=timedelta(minutes=5))
+    assert recorder.attempts == [("nap", 1), ("nap", 1)]  # the snooze gave its attempt back
+
+    hopeless_id = queue.enqueue(Hopeless("bad input"), dispatch()).job_id
+    assert drain(queue, QUEUE, clock=clock) == DrainResult(processed=1, failed=1,
+                                                           dead_lettered=1)
+    assert state_of(queue, hopeless_id).state is JobState.DEAD_LETTER
