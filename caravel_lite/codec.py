@@ -39,8 +39,60 @@ def has_surrogate(text: str) -> bool:
     return not text.isascii() and _SURROGATE.search(text) is not None
 
 
-def _to_plain(value: Any, depth: int, path: str) -> Any:
-    """Turn a supported value into plain JSON data, enforcing the depth limit."""
+# Integers with more bits than this are checked against the interpreter's limit on
+# int <-> str conversion (sys.get_int_max_str_digits, 4300 digits by default), which
+# json.dumps would otherwise hit with a bare ValueError. 4000 bits are about 1200
+# digits, well under any limit the interpreter allows (640 at the least).
+_BIG_INT_BITS = 4000
+
+
+def _int_text_fits(value: int) -> bool:
+    """True when ``value`` converts to decimal text (and back) in this interpreter."""
+    if value.bit_length() <= _BIG_INT_BITS:
+        return True
+    try:
+        int.__repr__(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _float_hint(hint: Any) -> bool:
+    """True for ``float`` and ``Optional[float]``: the decoder turns an int stored under
+    such an annotation into a float, so the encoder stores it as one."""
+    if hint is float:
+        return True
+    if typing.get_origin(hint) in _UNION_TYPES:
+        args = typing.get_args(hint)
+        return len(args) == 2 and float in args and _NONE in args
+    return False
+
+
+def _item_hint(hint: Any, index: int) -> Any:
+    """The annotation of a list, tuple or dict item under ``hint`` (Any if unknown)."""
+    if typing.get_origin(hint) in _UNION_TYPES:
+        args = [a for a in typing.get_args(hint) if a is not _NONE]
+        hint = args[0] if len(args) == 1 else Any
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (list, typing.List) and len(args) == 1:
+        return args[0]
+    if origin in (dict, typing.Dict) and len(args) == 2:
+        return args[1]
+    if origin in (tuple, typing.Tuple) and args:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return args[0]
+        return args[index] if index < len(args) else Any
+    return Any
+
+
+def _to_plain(value: Any, depth: int, path: str, hint: Any = Any) -> Any:
+    """Turn a supported value into plain JSON data, enforcing the depth limit.
+
+    Equal values give equal data: ``-0.0`` is stored as ``0.0``, and an int under a
+    ``float`` annotation as a float (decoding makes it one anyway). ``path`` names
+    dataclass fields and list positions, and a dict entry only by its position
+    (``$.data[#0]``), so that no error message carries a key or a value of the payload.
+    """
     if value is None or isinstance(value, (bool, str)):
         if isinstance(value, str) and has_surrogate(value):
             raise InvalidField("payload", f"{path}: unpaired surrogate in string")
@@ -48,11 +100,20 @@ def _to_plain(value: Any, depth: int, path: str) -> Any:
     if isinstance(value, enum.Enum):
         return _to_plain(value.value, depth, path)
     if isinstance(value, int):
+        if not _int_text_fits(value):
+            raise InvalidField("payload", f"{path}: integer has more digits than this "
+                               "interpreter converts to text")
+        if _float_hint(hint):
+            try:
+                return float(value)
+            except OverflowError:
+                raise InvalidField("payload", f"{path}: integer too large for a float "
+                                   "field") from None
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidField("payload", f"{path}: NaN and infinity are not valid JSON")
-        return value
+        return value or 0.0  # -0.0 == 0.0: both are stored as 0.0
     if isinstance(value, decimal.Decimal):
         if not value.is_finite():
             raise InvalidField("payload", f"{path}: a non-finite Decimal cannot be stored")
@@ -68,18 +129,33 @@ def _to_plain(value: Any, depth: int, path: str) -> Any:
     if depth >= MAX_DEPTH:
         raise InvalidField("payload", f"nesting deeper than {MAX_DEPTH} levels")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _to_plain(getattr(value, f.name), depth + 1, f"{path}.{f.name}")
+        hints = _field_hints(type(value))
+        return {f.name: _to_plain(getattr(value, f.name), depth + 1, f"{path}.{f.name}",
+                                  hints.get(f.name, Any))
                 for f in dataclasses.fields(value)}
     if isinstance(value, (list, tuple)):
-        return [_to_plain(item, depth + 1, f"{path}[{i}]") for i, item in enumerate(value)]
+        return [_to_plain(item, depth + 1, f"{path}[{i}]", _item_hint(hint, i))
+                for i, item in enumerate(value)]
     if isinstance(value, dict):
         out = {}
-        for key, item in value.items():
+        item_hint = _item_hint(hint, 0)
+        for i, (key, item) in enumerate(value.items()):
             if not isinstance(key, str):
                 raise InvalidField("payload", f"{path}: dict keys must be str, got {type(key).__name__}")
-            out[key] = _to_plain(item, depth + 1, f"{path}[{key!r}]")
+            if has_surrogate(key):
+                raise InvalidField("payload", f"{path}[#{i}]: unpaired surrogate in a key")
+            out[key] = _to_plain(item, depth + 1, f"{path}[#{i}]", item_hint)
         return out
     raise InvalidField("payload", f"{path}: values of type {type(value).__name__} are not supported")
+
+
+def _field_hints(cls: type) -> dict:
+    """The resolved annotations of a dataclass; {} when they cannot be resolved (the
+    values are then encoded without them, and the round-trip proof decides)."""
+    try:
+        return _hints(cls)
+    except Exception:
+        return {}
 
 
 # One encoder object for every call: json.dumps with non-default options builds a new
@@ -166,8 +242,12 @@ def encode_scalars(job_type: type, job: Any) -> Optional[str]:
         if kind is str:
             if has_surrogate(value):
                 return None
-        elif kind is float and not math.isfinite(value):
-            return None
+        elif kind is float:
+            if not math.isfinite(value):
+                return None
+            value = value or 0.0  # -0.0 is stored as 0.0, as the general path does
+        elif kind is int and value.bit_length() > _BIG_INT_BITS:
+            return None  # the general path checks it against the interpreter's limit
         data[name] = value
     try:
         # What decoding would build: the constructor (and any __post_init__) applied to
@@ -243,7 +323,8 @@ def _from_plain(tp: Any, data: Any, path: str) -> Any:
         key_tp, value_tp = typing.get_args(tp) or (str, Any)
         if key_tp is not str or not isinstance(data, dict):
             raise _fail(path, "an object with str keys")
-        return {k: _from_plain(value_tp, v, f"{path}[{k!r}]") for k, v in data.items()}
+        return {k: _from_plain(value_tp, v, f"{path}[#{i}]")
+                for i, (k, v) in enumerate(data.items())}
     if origin is not None:
         raise _fail(path, f"a supported type (not {tp})")
     if dataclasses.is_dataclass(tp):
@@ -264,7 +345,10 @@ def _from_plain(tp: Any, data: Any, path: str) -> Any:
     if tp is float:
         if isinstance(data, bool) or not isinstance(data, (int, float)):
             raise _fail(path, "a number")
-        return float(data)
+        try:
+            return float(data)
+        except OverflowError:
+            raise _fail(path, "a number within the range of a float") from None
     if tp is str:
         if not isinstance(data, str):
             raise _fail(path, "a string")

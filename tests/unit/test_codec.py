@@ -219,3 +219,20 @@ def test_plain_json_values_round_trip_canonically(value):
     text = encode(Holder(value))
     assert decode(Holder, text) == Holder(value)
     assert encode(decode(Holder, text)) == text
+
+
+@dataclasses.dataclass(frozen=True)
+class Scores:
+    scores: Dict[str, float]
+
+
+def test_decode_errors_name_dict_entries_by_position_never_by_key():
+    with pytest.raises(PayloadDecodeError) as raised:
+        decode(Scores, '{"scores": {"fine": 1.5, "alice@example.com": "not a number"}}')
+    assert "$.scores[#1]" in str(raised.value)
+    assert "alice" not in str(raised.value)
+
+
+def test_decode_refuses_a_stored_int_too_large_for_a_float_field():
+    with pytest.raises(PayloadDecodeError, match=r"\$\.scores\[#0\]"):
+        decode(Scores, '{"scores": {"k": 1' + "0" * 400 + '}}')
