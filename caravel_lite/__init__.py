@@ -16,6 +16,7 @@ from caravel_lite.worker import QueueWorker
 from caravel_lite.outbox import QueueOutbox, StageResult
 from caravel_lite.relay import OutboxRelay
 from caravel_lite.outcomes import Discard, Snooze
+from caravel_lite.scheduler import QueueScheduler
 
 __all__ = [
     "JobRegistry", "JobContext",
@@ -24,6 +25,7 @@ __all__ = [
     "QueueWorker", "Snooze", "Discard",
     "PeekedJob", "Cancelled",
     "QueueOutbox", "StageResult", "OutboxRelay",
+    "QueueScheduler",
     "migrate", "check_schema", "open_database",
     "CaravelError", "QueueIdempotencyConflict", "SchemaNotReady", "InvalidField",
     "UnknownJobType", "OutsideTransaction",

@@ -1,0 +1,232 @@
+"""QueueScheduler: recurring jobs on interval and cron schedules, one job per slot.
+
+Every slot of a schedule has one idempotency key (see :mod:`caravel_lite.schedules`),
+so any number of schedulers, in threads, processes or machines, converge on exactly
+one job per slot through the queue's idempotent enqueue, without a leader. The only
+source of "now" is the queue's injected clock.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Dict, List, Optional
+
+from caravel_lite import cron as cron_rules
+from caravel_lite.clock import from_ms, now_micros
+from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
+from caravel_lite.observability import logger
+from caravel_lite.queue import DatabaseQueue
+from caravel_lite.schedule_lookup import last_enqueued
+from caravel_lite.schedules import (Cron, Interval, Schedule, Slot, check_catch_up,
+                                    check_interval, check_schedule_name, check_target,
+                                    snapshot)
+from caravel_lite.values import Dispatch
+
+MIN_POLL = timedelta(milliseconds=100)
+MAX_POLL = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class ScheduleStatus:
+    """What ``caravel-lite schedules`` shows of one schedule."""
+
+    name: str
+    description: str
+    queue_name: str
+    tenant_id: str
+    timezone: str
+    catch_up: Optional[timedelta]
+    last_slot: Optional[Slot]
+    last_job_id: Optional[str]
+    last_job_state: Optional[str]
+    next_run: Optional[datetime]
+    next_run_local: Optional[datetime]
+
+
+class QueueScheduler:
+    """Enqueues recurring jobs into ``queue``.
+
+    Register schedules with :meth:`every` and :meth:`cron`, then call :meth:`run_once`
+    from your own loop or :meth:`run` in a thread or process of its own. Slots missed
+    while no scheduler ran are not back-filled, except within a schedule's
+    ``catch_up`` window.
+
+    ``poll_interval`` (100 ms .. 1 min, default 1 min) bounds how long :meth:`run`
+    sleeps at a time, so that a clock that jumps (suspend, NTP step, a test clock) is
+    noticed; otherwise it sleeps until the next slot is due.
+    """
+
+    def __init__(self, queue: DatabaseQueue, *,
+                 poll_interval: timedelta = MAX_POLL) -> None:
+        if not isinstance(queue, DatabaseQueue):
+            raise InvalidField("queue", "must be a caravel_lite.DatabaseQueue")
+        if not isinstance(poll_interval, timedelta) or not MIN_POLL <= poll_interval <= MAX_POLL:
+            raise InvalidField("poll_interval", f"must be a timedelta between {MIN_POLL} "
+                               f"and {MAX_POLL}, got {poll_interval!r}")
+        self.queue = queue
+        self.poll_interval = poll_interval
+        self._schedules: Dict[str, Schedule] = {}
+        # The clock reading of each schedule's last complete pass in this process.
+        self._handled: Dict[str, Optional[int]] = {}
+        self._lock = threading.RLock()
+
+    @property
+    def schedules(self) -> List[Schedule]:
+        """The registered schedules, in registration order."""
+        with self._lock:
+            return list(self._schedules.values())
+
+    # -- registration --------------------------------------------------------------------
+
+    def every(self, name: str, interval: timedelta, job: Any, *, queue: str,
+              tenant_id: str, catch_up: Optional[timedelta] = None) -> Schedule:
+        """Enqueue ``job`` once per ``interval`` (1 s .. 365 days, whole milliseconds)
+        into queue ``queue`` for ``tenant_id``. Slots are counted from the epoch
+        (``floor(now / interval)``); the current slot is enqueued as soon as a scheduler
+        runs within it, due at once.
+
+        ``job`` is serialized now; later changes to the object are ignored. Bad input
+        raises ``InvalidField`` (a ``ValueError``) naming the field.
+        """
+        queue_name = queue
+        check_schedule_name(name)
+        interval_ms = check_interval(interval)
+        return self._add(name, Interval(interval_ms), job, queue_name, tenant_id,
+                         check_catch_up(catch_up, interval_ms))
+
+    def cron(self, name: str, expr: str, job: Any, *, queue: str, tenant_id: str,
+             timezone: Any = "UTC", catch_up: Optional[timedelta] = None) -> Schedule:
+        """Enqueue ``job`` at each occurrence of the cron expression ``expr`` (five
+        fields, or six with leading seconds) in the IANA time zone ``timezone``.
+
+        A local time skipped by a daylight-saving jump runs once, at the first valid
+        instant after it; a local time that occurs twice runs once, at its first
+        occurrence. Occurrences before registration are missed slots (enqueued only
+        within ``catch_up``). Needs the ``cron`` extra (cronsim).
+        """
+        queue_name = queue
+        check_schedule_name(name)
+        rule = cron_rules.parse(expr, timezone, self._now_us())
+        return self._add(name, Cron(rule), job, queue_name, tenant_id,
+                         check_catch_up(catch_up, None))
+
+    def _add(self, name: str, timing: Any, job: Any, queue_name: str, tenant_id: str,
+             catch_up_us: Optional[int]) -> Schedule:
+        check_target(queue_name, tenant_id)
+        wire_name, job_type, payload = snapshot(self.queue.registry, job)
+        with self._lock:
+            if name in self._schedules:
+                raise InvalidField("name", f"a schedule named {name!r} is already registered")
+            schedule = Schedule(name, timing, queue_name, tenant_id, wire_name, job_type,
+                                payload, catch_up_us, self._now_us())
+            self._schedules[name] = schedule
+            self._handled[name] = None
+        logger.debug("registered schedule %s: %s", name, timing.describe())
+        return schedule
+
+    # -- enqueueing ----------------------------------------------------------------------
+
+    def _now_us(self) -> int:
+        return now_micros(self.queue.clock)
+
+    def run_once(self) -> int:
+        """Enqueue every schedule's due slots now, in registration order; returns how
+        many jobs were newly enqueued (a slot some scheduler already enqueued counts 0).
+
+        A slot whose job exists with another payload raises
+        :class:`QueueIdempotencyConflict`; the schedules before it keep their jobs and
+        the slot is tried again on the next pass.
+        """
+        return self._pass(raise_errors=True)
+
+    def _pass(self, raise_errors: bool) -> int:
+        created = 0
+        with self._lock:
+            for schedule in list(self._schedules.values()):
+                try:
+                    created += self._enqueue_due(schedule)
+                except (QueueIdempotencyConflict, InvalidField) as exc:
+                    if raise_errors:
+                        raise
+                    # The schedule's own fault (a changed payload, a payload over the
+                    # queue's limit): say so and go on with the other schedules; the
+                    # slot counts as handled so the log is not repeated every poll.
+                    logger.error("schedule %s: slot not enqueued: %s: %s", schedule.name,
+                                 type(exc).__name__, exc)
+                    self._handled[schedule.name] = self._now_us()
+        return created
+
+    def _enqueue_due(self, schedule: Schedule) -> int:
+        now_us = self._now_us()
+        handled = self._handled[schedule.name]
+        if handled is not None and now_us < handled:
+            handled = None  # the clock stepped back: look again, enqueue is idempotent
+        created = 0
+        for slot in schedule.due(now_us, handled):
+            result = self.queue.enqueue(schedule.decode_job(), Dispatch(
+                queue=schedule.queue_name, tenant_id=schedule.tenant_id,
+                idempotency_key=slot.key))
+            if not result.already_enqueued:
+                created += 1
+                logger.info("schedule %s: enqueued slot %s as job %s", schedule.name,
+                            slot.key, result.job_id)
+        self._handled[schedule.name] = now_us
+        return created
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def next_due(self) -> Optional[datetime]:
+        """The earliest instant after now at which some schedule has a new slot."""
+        at_ms = self._next_due_ms(self._now_us())
+        return None if at_ms is None else from_ms(at_ms)
+
+    def _next_due_ms(self, now_us: int) -> Optional[int]:
+        found = [at for at in (s.timing.next_after_ms(now_us) for s in self.schedules)
+                 if at is not None]
+        return min(found) if found else None
+
+    def run(self, stop: Optional[threading.Event] = None) -> None:
+        """Enqueue due slots until ``stop`` is set, sleeping until the next slot is due
+        (at most ``poll_interval`` at a time) and waking at once when ``stop`` is set.
+
+        Unlike :meth:`run_once`, a conflicting or invalid slot is logged and skipped so
+        that one schedule cannot hold up the others. Database errors propagate.
+        """
+        stop = stop if stop is not None else threading.Event()
+        cap = self.poll_interval.total_seconds()
+        logger.info("scheduler started with %d schedule(s)", len(self.schedules))
+        while not stop.is_set():
+            self._pass(raise_errors=False)
+            now_us = self._now_us()
+            upcoming_ms = self._next_due_ms(now_us)
+            wait = cap
+            if upcoming_ms is not None:
+                # Wake one millisecond after the slot starts, so that the clock read on
+                # waking is already inside it.
+                remaining_us = (upcoming_ms + 1) * 1000 - now_us
+                wait = min(cap, max(remaining_us, 0) / 1e6)
+            stop.wait(wait)
+        logger.info("scheduler stopped")
+
+    # -- inspection ----------------------------------------------------------------------
+
+    def status(self) -> List[ScheduleStatus]:
+        """Each schedule with its last slot enqueued (read from the database) and its
+        next run, in UTC and in its time zone."""
+        now_us = self._now_us()
+        found: List[ScheduleStatus] = []
+        for schedule in self.schedules:
+            last = last_enqueued(self.queue.db, schedule, now_us)
+            next_ms = schedule.timing.next_after_ms(now_us)
+            next_run = None if next_ms is None else from_ms(next_ms)
+            zone = cron_rules.check_timezone(schedule.timing.timezone)
+            catch_up = (None if schedule.catch_up_us is None
+                        else timedelta(microseconds=schedule.catch_up_us))
+            found.append(ScheduleStatus(
+                schedule.name, schedule.timing.describe(), schedule.queue_name,
+                schedule.tenant_id, schedule.timing.timezone, catch_up,
+                last.slot if last else None, last.job_id if last else None,
+                last.state if last else None, next_run,
+                None if next_run is None else next_run.astimezone(zone)))
+        return found
