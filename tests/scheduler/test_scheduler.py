@@ -1,0 +1,342 @@
+"""QueueScheduler against every database: one job per slot, competing schedulers,
+restarts, snapshots, conflicts, the epoch, bad input, cron across daylight-saving
+changes, catch-up, and what ``status()`` reads back."""
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import List
+
+import pytest
+from freezegun import freeze_time
+
+from caravel_lite import InvalidField, JobState, QueueIdempotencyConflict, QueueScheduler
+from caravel_lite.codec import encode
+from caravel_lite.errors import UnknownJobType
+from caravel_lite.testing import ManualClock
+from tests.scheduler.jobs import (QUEUE, TENANT, Blob, Report, Tick, job_count, keys,
+                                  make_queue, payloads)
+from tests.support import wait_for
+
+UTC = timezone.utc
+T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+MINUTE = timedelta(minutes=1)
+MIB = 1024 * 1024
+
+
+def scheduler_at(db, clock, **kwargs) -> QueueScheduler:
+    return QueueScheduler(make_queue(db, clock=clock), **kwargs)
+
+
+def every_minute(scheduler: QueueScheduler, name: str = "tick", job=Tick(1), **kwargs):
+    return scheduler.every(name, MINUTE, job, queue=QUEUE, tenant_id=TENANT, **kwargs)
+
+
+def slot_of(key: str) -> int:
+    return int(key.rsplit(":", 1)[1])
+
+
+def test_two_competing_ticks_enqueue_one_job_and_a_repeat_enqueues_none(db, connect):
+    clock = ManualClock(T0 + timedelta(seconds=30))
+    schedulers = []
+    for _ in range(2):
+        scheduler = scheduler_at(connect(), clock)
+        every_minute(scheduler)
+        schedulers.append(scheduler)
+    barrier = threading.Barrier(2)
+    results: List[int] = []
+    errors: List[BaseException] = []
+
+    def tick(scheduler: QueueScheduler) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results.append(scheduler.run_once())
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            scheduler.queue.db.close()
+
+    threads = [threading.Thread(target=tick, args=(s,)) for s in schedulers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    assert sorted(results) == [0, 1]
+    assert keys(db) == [f"schedule:tick:60000:{(T0 - datetime(1970, 1, 1, tzinfo=UTC)) // MINUTE}"]
+    assert [s.run_once() for s in schedulers] == [0, 0]  # a repeat enqueues none
+    late = scheduler_at(db, clock)  # nor does a scheduler that starts within the slot
+    every_minute(late)
+    assert late.run_once() == 0
+    assert job_count(db) == 1
+
+
+def test_a_restart_after_five_hours_enqueues_one_job_not_five_hours_of_slots(db):
+    clock = ManualClock(T0)
+    first = scheduler_at(db, clock)
+    every_minute(first)
+    assert first.run_once() == 1
+    clock.advance(timedelta(hours=5, seconds=20))  # the process was down
+    restarted = scheduler_at(db, clock)
+    every_minute(restarted)
+    assert restarted.run_once() == 1
+    assert restarted.run_once() == 0
+    assert [slot_of(k) for k in keys(db)] == [slot_of(keys(db)[0]), slot_of(keys(db)[0]) + 300]
+    # a process that stayed up but was stalled for five hours does not back-fill either
+    clock.advance(timedelta(hours=5))
+    assert first.run_once() == 1
+    assert job_count(db) == 3
+
+
+def test_the_snapshot_ignores_later_changes_to_the_job(db):
+    clock = ManualClock(T0)
+    scheduler = scheduler_at(db, clock)
+    report = Report("daily", ["ops@example.com"])
+    original = encode(report)
+    every_minute(scheduler, "report", report)
+    report.title = "changed"
+    report.recipients.append("someone-else@example.com")
+    assert scheduler.run_once() == 1
+    clock.advance(MINUTE)
+    assert scheduler.run_once() == 1
+    assert payloads(db) == [original, original]
+
+
+def test_a_changed_payload_for_an_enqueued_slot_conflicts_and_keeps_the_original(db):
+    clock = ManualClock(T0)
+    old = scheduler_at(db, clock)
+    every_minute(old, "report", Report("v1"))
+    assert old.run_once() == 1
+    # A new deployment changes the job within the same slot.
+    new = scheduler_at(db, clock)
+    every_minute(new, "early", Tick(1))
+    every_minute(new, "report", Report("v2"))
+    every_minute(new, "late", Tick(2))
+    with pytest.raises(QueueIdempotencyConflict):
+        new.run_once()
+    stored = sorted(k.split(":")[1] for k in keys(db))
+    assert stored == ["early", "report"]  # the schedule before it kept its job; none after
+    assert encode(Report("v1")) in payloads(db)
+    assert encode(Report("v2")) not in payloads(db)
+    with pytest.raises(QueueIdempotencyConflict):  # the slot is tried again, not forgotten
+        new.run_once()
+    clock.advance(MINUTE)  # the next slot takes the new payload
+    assert new.run_once() == 3
+    assert encode(Report("v2")) in payloads(db)
+
+
+def test_run_logs_a_conflict_and_goes_on_with_the_other_schedules(db, connect, caplog):
+    clock = ManualClock(T0)
+    old = scheduler_at(db, clock)
+    every_minute(old, "report", Report("v1"))
+    old.run_once()
+    new = scheduler_at(connect(), clock, poll_interval=timedelta(milliseconds=100))
+    every_minute(new, "report", Report("v2"))
+    every_minute(new, "late", Tick(2))
+    caplog.set_level(logging.ERROR, logger="caravel_lite")
+    stop = threading.Event()
+    errors: List[BaseException] = []
+
+    def main() -> None:
+        try:
+            new.run(stop=stop)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            new.queue.db.close()
+
+    thread = threading.Thread(target=main)
+    thread.start()
+    try:
+        wait_for(lambda: any(":late:" in k for k in keys(db)), message="the later schedule's job")
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not errors and not thread.is_alive()
+    assert any("QueueIdempotencyConflict" in r.getMessage() for r in caplog.records)
+    assert all("v2" not in r.getMessage() for r in caplog.records)  # never the payload
+
+
+@pytest.mark.parametrize("instant,suffix", [
+    (datetime(1969, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC), ":-1"),
+    (datetime(1970, 1, 1, tzinfo=UTC), ":0")])
+def test_keys_at_the_epoch_boundary(db, instant, suffix):
+    # Through the queue's default clock, frozen.
+    with freeze_time(instant, tick=False):
+        queue = make_queue(db)
+        scheduler = QueueScheduler(queue)
+        scheduler.every("epoch", timedelta(seconds=1), Tick(1), queue=QUEUE, tenant_id=TENANT)
+        assert scheduler.run_once() == 1
+    assert keys(db) == [f"schedule:epoch:1000{suffix}"]
+
+
+BAD_REGISTRATIONS = [
+    ("name", dict(name="")), ("name", dict(name="A")), ("name", dict(name="a" * 65)),
+    ("name", dict(name="a b")), ("name", dict(name=None)),
+    ("queue", dict(queue="")), ("queue", dict(queue="Reports")), ("queue", dict(queue="q" * 65)),
+    ("queue", dict(queue=None)),
+    ("tenant_id", dict(tenant_id="")), ("tenant_id", dict(tenant_id="  ")),
+    ("tenant_id", dict(tenant_id="t" * 129)), ("tenant_id", dict(tenant_id="a\nb")),
+    ("tenant_id", dict(tenant_id=None)),
+    ("interval", dict(interval=timedelta(0))), ("interval", dict(interval=timedelta(milliseconds=999))),
+    ("interval", dict(interval=timedelta(days=366))),
+    ("interval", dict(interval=timedelta(seconds=1, microseconds=1))),
+    ("interval", dict(interval=5)),
+    ("catch_up", dict(catch_up=timedelta(0))), ("catch_up", dict(catch_up=timedelta(hours=17))),
+    ("job", dict(job=Blob("x" * MIB))),
+]
+
+
+@pytest.mark.parametrize("field,change", BAD_REGISTRATIONS,
+                         ids=[f"{f}-{i}" for i, (f, _) in enumerate(BAD_REGISTRATIONS)])
+def test_bad_registrations_are_refused_naming_the_field_and_write_nothing(db, field, change):
+    scheduler = scheduler_at(db, ManualClock(T0))
+    arguments = dict(name="tick", interval=MINUTE, job=Tick(1), queue=QUEUE, tenant_id=TENANT)
+    arguments.update(change)
+    with pytest.raises(InvalidField) as caught:
+        scheduler.every(arguments.pop("name"), arguments.pop("interval"), arguments.pop("job"),
+                        **arguments)
+    assert caught.value.field == field
+    assert isinstance(caught.value, ValueError)
+    assert scheduler.schedules == []
+    assert scheduler.run_once() == 0
+    assert job_count(db) == 0
+
+
+def test_other_refusals(db):
+    scheduler = scheduler_at(db, ManualClock(T0))
+    with pytest.raises(UnknownJobType):
+        scheduler.every("odd", MINUTE, object(), queue=QUEUE, tenant_id=TENANT)
+    every_minute(scheduler, "tick")
+    with pytest.raises(InvalidField) as caught:  # a duplicate name, also across kinds
+        scheduler.cron("tick", "* * * * *", Tick(2), queue=QUEUE, tenant_id=TENANT)
+    assert caught.value.field == "name"
+    for field, change in [("expr", dict(expr="61 * * * *")), ("timezone", dict(timezone="Nowhere/Else"))]:
+        arguments = dict(expr="0 2 * * *", timezone="UTC")
+        arguments.update(change)
+        with pytest.raises(InvalidField) as caught:
+            scheduler.cron("nightly", arguments["expr"], Tick(1), queue=QUEUE, tenant_id=TENANT,
+                           timezone=arguments["timezone"])
+        assert caught.value.field == field
+    assert [s.name for s in scheduler.schedules] == ["tick"]
+    for field, value in [("queue", object()), ("poll_interval", timedelta(milliseconds=99)),
+                         ("poll_interval", timedelta(minutes=2))]:
+        with pytest.raises(InvalidField) as caught:
+            if field == "queue":
+                QueueScheduler(value)
+            else:
+                QueueScheduler(scheduler.queue, poll_interval=value)
+        assert caught.value.field == field
+    assert job_count(db) == 0
+
+
+def test_a_snapshot_of_exactly_one_mib_is_accepted_and_the_queue_limit_applies_at_enqueue(db):
+    overhead = len(encode(Blob("")))
+    at_limit = Blob("x" * (MIB - overhead))
+    assert len(encode(at_limit)) == MIB
+    roomy = QueueScheduler(make_queue(db, clock=ManualClock(T0), max_payload_bytes=MIB))
+    roomy.every("big", MINUTE, at_limit, queue=QUEUE, tenant_id=TENANT)
+    assert roomy.run_once() == 1
+    small = scheduler_at(db, ManualClock(T0))  # the default 64 KiB limit
+    small.every("big2", MINUTE, Blob("x" * 100_000), queue=QUEUE, tenant_id=TENANT)
+    with pytest.raises(InvalidField) as caught:
+        small.run_once()
+    assert caught.value.field == "payload"
+    assert job_count(db) == 1
+
+
+# (zone, expression, start, expected enqueue instants over two days). Each range holds
+# one daylight-saving change: a skipped local time runs once at the first valid instant
+# after it (03:00 local), a repeated one runs once at its first occurrence.
+DST_CASES = [
+    ("Europe/Berlin", "30 2 * * *", datetime(2024, 3, 30, 12, tzinfo=UTC),
+     ["2024-03-31T01:00:00Z", "2024-04-01T00:30:00Z"]),
+    ("Europe/Berlin", "30 2 * * *", datetime(2024, 10, 26, 12, tzinfo=UTC),
+     ["2024-10-27T00:30:00Z", "2024-10-28T01:30:00Z"]),
+    ("America/New_York", "30 2 * * *", datetime(2024, 3, 9, 12, tzinfo=UTC),
+     ["2024-03-10T07:00:00Z", "2024-03-11T06:30:00Z"]),
+    ("America/New_York", "30 1 * * *", datetime(2024, 11, 2, 12, tzinfo=UTC),
+     ["2024-11-03T05:30:00Z", "2024-11-04T06:30:00Z"]),
+]
+
+
+@pytest.mark.parametrize("zone,expr,start,expected", DST_CASES,
+                         ids=["berlin-spring", "berlin-fall", "new-york-spring", "new-york-fall"])
+def test_cron_across_daylight_saving_changes(db, zone, expr, start, expected):
+    created = []
+    with freeze_time(start, tick=False) as frozen:
+        scheduler = QueueScheduler(make_queue(db))  # the queue's default clock, frozen
+        scheduler.cron("nightly", expr, Tick(1), queue=QUEUE, tenant_id=TENANT, timezone=zone)
+        now = start
+        while now <= start + timedelta(days=2):
+            created.append(scheduler.run_once())
+            now += timedelta(minutes=5)
+            frozen.move_to(now)
+    assert sum(created) == 2
+    assert keys(db) == sorted(f"schedule:nightly:cron:{stamp}" for stamp in expected)
+    due = sorted(r[0] for r in db.execute_sql("SELECT available_at FROM caravel_jobs").fetchall())
+    assert due == [int(datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp())
+                   * 1000 for s in expected]  # enqueued at the occurrence, due at once
+
+
+def test_a_cron_slot_that_passed_before_start_is_not_run_late(db):
+    clock = ManualClock(datetime(2024, 5, 2, 0, 30, tzinfo=UTC))  # 02:30 in Berlin
+    scheduler = scheduler_at(db, clock)
+    scheduler.cron("nightly", "0 2 * * *", Tick(1), queue=QUEUE, tenant_id=TENANT,
+                   timezone="Europe/Berlin")
+    assert scheduler.run_once() == 0
+    clock.set(datetime(2024, 5, 3, 0, 0, tzinfo=UTC))
+    assert scheduler.run_once() == 1
+    assert keys(db) == ["schedule:nightly:cron:2024-05-03T00:00:00Z"]
+
+
+def test_catch_up_enqueues_missed_slots_within_its_window_only(db):
+    clock = ManualClock(T0)
+    first = scheduler_at(db, clock)
+    every_minute(first, catch_up=timedelta(minutes=10))
+    assert first.run_once() == 11  # T0 - 10 min .. T0, the window's ends included
+    assert first.run_once() == 0
+    clock.advance(timedelta(hours=5, seconds=30))
+    restarted = scheduler_at(db, clock)
+    every_minute(restarted, catch_up=timedelta(minutes=10))
+    assert restarted.run_once() == 10  # the slots starting in the last ten minutes
+    base = slot_of(keys(db)[0])
+    stored = sorted(slot_of(k) for k in keys(db))
+    assert stored == list(range(base, base + 11)) + list(range(base + 301, base + 311))
+
+
+def test_cron_catch_up_after_downtime(db):
+    clock = ManualClock(datetime(2024, 5, 1, 10, 30, tzinfo=UTC))
+    scheduler = scheduler_at(db, clock)
+    scheduler.cron("hourly", "0 * * * *", Tick(1), queue=QUEUE, tenant_id=TENANT,
+                   catch_up=timedelta(hours=3))
+    assert scheduler.run_once() == 3
+    assert keys(db) == [f"schedule:hourly:cron:2024-05-01T{h:02d}:00:00Z" for h in (8, 9, 10)]
+
+
+def test_status_reads_the_last_slot_from_the_database(db, connect):
+    clock = ManualClock(datetime(2024, 5, 1, 12, 0, 30, tzinfo=UTC))
+    scheduler = scheduler_at(db, clock)
+    every_minute(scheduler, "tick")
+    scheduler.cron("nightly", "0 2 * * *", Tick(2), queue=QUEUE, tenant_id=TENANT,
+                   timezone="Europe/Berlin")
+    assert scheduler.run_once() == 1
+    clock.advance(timedelta(minutes=3))  # nothing ran since
+    elsewhere = scheduler_at(connect(), clock)  # another process that enqueued nothing
+    every_minute(elsewhere, "tick")
+    elsewhere.cron("nightly", "0 2 * * *", Tick(2), queue=QUEUE, tenant_id=TENANT,
+                   timezone="Europe/Berlin")
+    tick, nightly = elsewhere.status()
+    assert tick.last_slot.key == keys(db)[0] and tick.last_slot.at == datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+    assert tick.last_job_state == JobState.PENDING.value
+    assert tick.next_run == datetime(2024, 5, 1, 12, 4, tzinfo=UTC)
+    assert tick.timezone == "UTC"
+    assert nightly.last_slot is None
+    assert nightly.next_run == datetime(2024, 5, 2, 0, 0, tzinfo=UTC)
+    assert nightly.next_run_local.isoformat() == "2024-05-02T02:00:00+02:00"
+    assert nightly.timezone == "Europe/Berlin"
+    lease = scheduler.queue.claim(QUEUE)
+    assert scheduler.queue.complete(lease)
+    assert elsewhere.status()[0].last_job_state == JobState.COMPLETED.value
+    elsewhere.queue.db.close()
