@@ -1,0 +1,133 @@
+"""``QueueScheduler.run``: it sleeps until the next slot (no busy poll), stops promptly,
+and several scheduler processes converge on one job per slot."""
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from typing import Any, List
+
+from caravel_lite import QueueScheduler
+from caravel_lite.clock import system_clock
+from caravel_lite.testing import ManualClock
+from tests.scheduler import procs
+from tests.scheduler.jobs import QUEUE, TENANT, Tick, job_count, keys, make_queue
+from tests.support import wait_for
+
+UTC = timezone.utc
+
+
+class CountingClock:
+    """A clock that counts how often it is read (a busy loop would read it constantly)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.reads = 0
+
+    def __call__(self) -> datetime:
+        self.reads += 1
+        return self.inner()
+
+
+class Running:
+    """``scheduler.run`` in a thread; keeps any exception."""
+
+    def __init__(self, scheduler: QueueScheduler) -> None:
+        self.scheduler = scheduler
+        self.stop = threading.Event()
+        self.errors: List[BaseException] = []
+        self.thread = threading.Thread(target=self._main, daemon=True)
+        self.thread.start()
+
+    def _main(self) -> None:
+        try:
+            self.scheduler.run(stop=self.stop)
+        except BaseException as exc:  # reported by finish()
+            self.errors.append(exc)
+        finally:
+            self.scheduler.queue.db.close()
+
+    def finish(self) -> float:
+        """Set stop; return how long run() took to return."""
+        started = time.monotonic()
+        self.stop.set()
+        self.thread.join(timeout=10)
+        elapsed = time.monotonic() - started
+        assert not self.thread.is_alive(), "run() did not stop"
+        assert not self.errors, self.errors
+        return elapsed
+
+
+def test_run_stops_within_half_a_second_while_waiting_for_a_slot_a_day_away(db, connect):
+    # At the start of a daily slot: that slot is enqueued, the next is a day away.
+    clock = CountingClock(ManualClock(datetime(2024, 5, 1, tzinfo=UTC)))
+    scheduler = QueueScheduler(make_queue(connect(), clock=clock))
+    scheduler.every("daily", timedelta(days=1), Tick(1), queue=QUEUE, tenant_id=TENANT)
+    running = Running(scheduler)
+    try:
+        wait_for(lambda: job_count(db) == 1, message="the current slot's job")
+        assert scheduler.next_due() == datetime(2024, 5, 2, tzinfo=UTC)
+        reads = clock.reads
+        running.stop.wait(1.0)  # a second of real time while it waits
+        # at most the read that follows the enqueue, then none while it sleeps
+        assert clock.reads - reads <= 2, "run() polled instead of sleeping"
+    finally:
+        elapsed = running.finish()
+    assert elapsed < 0.5
+    assert job_count(db) == 1
+
+
+def test_run_wakes_for_each_slot_without_polling(db, connect):
+    clock = CountingClock(system_clock)
+    scheduler = QueueScheduler(make_queue(connect(), clock=clock))  # polls at most once a minute
+    scheduler.every("beat", timedelta(seconds=1), Tick(1), queue=QUEUE, tenant_id=TENANT)
+    running = Running(scheduler)
+    try:
+        wait_for(lambda: job_count(db) >= 4, timeout=30, message="four slots' jobs")
+    finally:
+        running.finish()
+    slots = sorted(int(k.rsplit(":", 1)[1]) for k in keys(db))
+    assert slots == list(range(slots[0], slots[0] + len(slots)))  # no slot skipped
+    # a handful of clock reads per slot (a busy poll would make thousands)
+    assert clock.reads < 20 * len(slots)
+
+
+def test_two_scheduler_processes_over_ten_slots_make_exactly_ten_jobs(db, db_url):
+    ctx = multiprocessing.get_context("spawn")
+    barrier, stop, results = ctx.Barrier(3), ctx.Event(), ctx.Queue()
+    children = [ctx.Process(target=procs.run_scheduler, args=(db_url, barrier, stop, results))
+                for _ in range(2)]
+    for child in children:
+        child.start()
+    try:
+        barrier.wait(timeout=procs.TIMEOUT)
+        # The range starts two slots ahead, after both children run.
+        first = int(time.time()) + 2
+        wanted = [f"schedule:beat:1000:{n}" for n in range(first, first + 10)]
+        after = f"schedule:beat:1000:{first + 10}"
+        wait_for(lambda: after in keys(db), timeout=procs.TIMEOUT, interval=0.1,
+                 message="the slot after the ten")
+        stop.set()
+        outcomes = [results.get(timeout=procs.TIMEOUT) for _ in children]
+    finally:
+        stop.set()
+        for child in children:
+            child.join(timeout=procs.TIMEOUT)
+            if child.is_alive():
+                child.kill()
+    assert [child.exitcode for child in children] == [0, 0]
+    stored = keys(db)
+    assert [k for k in stored if k in wanted] == sorted(wanted)  # one job for each of the ten
+    assert len(stored) == len(set(stored))
+    created = defaultdict(int)
+    attempts = defaultdict(int)
+    for outcome in outcomes:
+        for key, already in outcome:
+            attempts[key] += 1
+            created[key] += 0 if already else 1
+    assert [created[k] for k in wanted] == [1] * 10  # exactly one process made each job
+    assert sum(attempts[k] for k in wanted) > 10  # and they did compete for the slots
+    for outcome in outcomes:
+        assert len({k for k, _ in outcome if k in wanted}) >= 5
