@@ -220,7 +220,6 @@ class QueueScheduler:
             last = last_enqueued(self.queue.db, schedule, now_us)
             next_ms = schedule.timing.next_after_ms(now_us)
             next_run = None if next_ms is None else from_ms(next_ms)
-            zone = cron_rules.check_timezone(schedule.timing.timezone)
             catch_up = (None if schedule.catch_up_us is None
                         else timedelta(microseconds=schedule.catch_up_us))
             found.append(ScheduleStatus(
@@ -228,5 +227,5 @@ class QueueScheduler:
                 schedule.tenant_id, schedule.timing.timezone, catch_up,
                 last.slot if last else None, last.job_id if last else None,
                 last.state if last else None, next_run,
-                None if next_run is None else next_run.astimezone(zone)))
+                None if next_run is None else next_run.astimezone(schedule.timing.zone)))
         return found

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
+from datetime import timezone as dt_timezone
 from typing import List, Optional, Union
 
 from caravel_lite import codec
@@ -80,6 +81,10 @@ class Interval:
     def timezone(self) -> str:
         return "UTC"
 
+    @property
+    def zone(self) -> tzinfo:
+        return dt_timezone.utc
+
     def describe(self) -> str:
         return f"every {timedelta(milliseconds=self.interval_ms)}"
 
@@ -117,6 +122,10 @@ class Cron:
     @property
     def timezone(self) -> str:
         return self.rule.timezone
+
+    @property
+    def zone(self) -> tzinfo:
+        return self.rule.zone
 
     def describe(self) -> str:
         return f"cron {self.rule.expr!r} in {self.rule.timezone}"
