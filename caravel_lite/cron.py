@@ -131,7 +131,10 @@ class CronRule:
         if local.fold == 1:
             # In the second pass of a repeated hour: wall-clock times up to the same
             # reading of the first pass plus the hour's length already ran.
-            wall += wall.replace(tzinfo=self.zone, fold=0).utcoffset() - local.utcoffset()
+            first_pass = wall.replace(tzinfo=self.zone, fold=0).utcoffset()
+            second_pass = local.utcoffset()
+            assert first_pass is not None and second_pass is not None  # a ZoneInfo time
+            wall += first_pass - second_pass
         # cronsim's reverse walk yields times strictly before its start: start one
         # second past the whole second at or before `wall`.
         start = wall.replace(microsecond=0) + _SECOND
