@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.appdev import installed
 
 PROJECT_TEST = textwrap.dedent('''
     from dataclasses import dataclass
@@ -64,11 +63,6 @@ PROJECT_TEST = textwrap.dedent('''
         queue.enqueue(Greet("bob"), Dispatch("hello", tenant_id="t"))
         assert ("bob", 1) in seen
 ''')
-
-
-@pytest.fixture(scope="session")
-def installed_python(tmp_path_factory) -> Path:
-    return installed.build(tmp_path_factory.mktemp("caravel-installed"))
 
 
 @pytest.fixture
