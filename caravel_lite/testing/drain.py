@@ -12,15 +12,14 @@ import copy
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
-import peewee
 from peewee import fn
 
 from caravel_lite import validation
-from caravel_lite.clock import ceil_ms, floor_ms, from_ms, now_micros
+from caravel_lite.clock import floor_ms, from_ms, now_micros
 from caravel_lite.errors import InvalidField
-from caravel_lite.observability import SpanHandle, Telemetry
+from caravel_lite.observability import Telemetry
 from caravel_lite.queue import DatabaseQueue
 from caravel_lite.schema import bind_models
 from caravel_lite.testing.clock import ManualClock
@@ -131,7 +130,7 @@ def drain(queue: DatabaseQueue, *queue_names: str, clock: Optional[ManualClock] 
     counted = copy.copy(queue)
     counted.telemetry = tally
     worker = QueueWorker(counted, scope=scope, prefetch=1)
-    jobs, _ = bind_models(queue.db)
+    jobs: Any = bind_models(queue.db)[0]  # columns known only at run time
     start = queue.clock()
     processed = 0
     limit_reached = False
@@ -173,9 +172,9 @@ def _queues_with_work(jobs: Any) -> List[str]:
 def _due_exists(jobs: Any, names: Sequence[str], now_ms: int) -> bool:
     if not names:
         return False
-    return (jobs.select().where(jobs.queue.in_(list(names))
-                                & (jobs.state == JobState.PENDING.value)
-                                & (jobs.available_at <= now_ms)).exists())
+    return bool(jobs.select().where(jobs.queue.in_(list(names))
+                                    & (jobs.state == JobState.PENDING.value)
+                                    & (jobs.available_at <= now_ms)).exists())
 
 
 def _advance(clock: ManualClock, jobs: Any, names: Sequence[str],

@@ -68,7 +68,8 @@ def enqueued(queue: DatabaseQueue, queue_name: str, job_type: Optional[type] = N
     validation.check_queue(queue_name, "queue_name")
     if state is not None and not isinstance(state, JobState):
         raise InvalidField("state", "must be a caravel_lite.JobState or None")
-    jobs, _ = bind_models(queue.db)
+    # The runtime model is built at run time: its columns are not known statically.
+    jobs: Any = bind_models(queue.db)[0]
     where = jobs.queue == queue_name
     if job_type is not None:
         where &= jobs.wire_name == queue.registry.for_type(job_type).wire_name
@@ -113,7 +114,7 @@ def _matches(found: EnqueuedJob, expected: Expected,
         return False
     if expected is None or isinstance(expected, type):
         return True  # the type was filtered in the query
-    return found.job == expected
+    return bool(found.job == expected)
 
 
 def _select(queue: DatabaseQueue, queue_name: str, expected: Expected,

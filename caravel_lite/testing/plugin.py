@@ -15,7 +15,7 @@ prefixed ``caravel_`` so that it cannot shadow the application's own.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Iterator, Optional, Protocol
 
 import peewee
 import pytest
@@ -30,7 +30,14 @@ from caravel_lite.testing.clock import ManualClock
 from caravel_lite.testing.drain import Scope
 from caravel_lite.testing.inline import InlineQueue
 
-QueueFactory = Callable[..., DatabaseQueue]
+
+
+class QueueFactory(Protocol):
+    """The type of the ``caravel_queue_factory`` fixture (for annotating tests)."""
+
+    def __call__(self, registry: JobRegistry, options: Optional[QueueOptions] = None, *,
+                 inline: bool = False, scope: Optional[Scope] = None,
+                 db: Optional[peewee.Database] = None) -> DatabaseQueue: ...
 
 
 @pytest.fixture

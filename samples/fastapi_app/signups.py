@@ -19,6 +19,7 @@ registry = JobRegistry()
 
 
 class Customer(peewee.Model):
+    id = peewee.AutoField()
     email = peewee.CharField(max_length=200, unique=True)
     tenant_id = peewee.CharField(max_length=64)
 

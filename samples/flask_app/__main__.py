@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import List
 
 from caravel_lite import open_database
 
 from flask_app.shop import init_db
 
 
-def main(argv: list) -> int:
+def main(argv: List[str]) -> int:
     if argv != ["init-db"]:
         print("usage: python -m flask_app init-db  (with SHOP_DATABASE_URL set)",
               file=sys.stderr)

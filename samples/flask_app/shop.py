@@ -22,6 +22,7 @@ class BaseModel(peewee.Model):
 
 
 class Order(BaseModel):
+    id = peewee.AutoField()
     item = peewee.CharField(max_length=100)
     email = peewee.CharField(max_length=200)
 
@@ -30,6 +31,7 @@ class Order(BaseModel):
 
 
 class Receipt(BaseModel):
+    id = peewee.AutoField()
     order = peewee.ForeignKeyField(Order, unique=True, backref="receipts")
     sent_at = peewee.DateTimeField()
 
@@ -45,10 +47,9 @@ class SendReceipt:
 @registry.job("shop.send-receipt.v1", SendReceipt)
 def send_receipt(job: SendReceipt, ctx: JobContext) -> None:
     """Delivery is at least once: a repeat finds the receipt already recorded."""
-    order = Order.get_by_id(job.order_id)
-    with database.atomic():
-        Receipt.get_or_create(order=order,
-                              defaults={"sent_at": datetime.now(timezone.utc)})
+    # One receipt per order (a unique column): a repeat inserts nothing.
+    (Receipt.insert(order=job.order_id, sent_at=datetime.now(timezone.utc))
+     .on_conflict_ignore().execute())
     # A real shop would send the e-mail here, after recording that it is being sent.
 
 

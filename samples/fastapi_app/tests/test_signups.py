@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from caravel_lite import DatabaseQueue, OutboxRelay, QueueOutbox, migrate, open_database
 from caravel_lite.testing import InlineQueue, assert_enqueued, assert_not_enqueued, drain
+from caravel_lite.testing.plugin import QueueFactory
 
 from fastapi_app.app import create_app
 from fastapi_app.signups import (DIGESTS, WELCOME, Customer, SendDigest, SendWelcome,
@@ -40,11 +41,12 @@ def client_for(app_db: peewee.Database, queue: DatabaseQueue) -> TestClient:
 
 
 @pytest.fixture
-def queue(caravel_queue_factory) -> DatabaseQueue:
+def queue(caravel_queue_factory: QueueFactory) -> DatabaseQueue:
     return caravel_queue_factory(registry)
 
 
-def test_a_sign_up_is_welcomed_through_the_outbox(app_db, queue):
+def test_a_sign_up_is_welcomed_through_the_outbox(app_db: peewee.Database,
+                                                  queue: DatabaseQueue) -> None:
     with client_for(app_db, queue) as client:
         reply = client.post("/signups", json={"email": "ada@example.com", "tenant_id": "t1"})
     assert reply.status_code == 201
@@ -59,7 +61,8 @@ def test_a_sign_up_is_welcomed_through_the_outbox(app_db, queue):
     assert mailer.sent == [("ada@example.com", "Welcome! (t1)")]
 
 
-def test_a_refused_sign_up_stages_nothing(app_db, queue):
+def test_a_refused_sign_up_stages_nothing(app_db: peewee.Database,
+                                          queue: DatabaseQueue) -> None:
     with client_for(app_db, queue) as client:
         assert client.post("/signups", json={"email": "bob@example.com",
                                              "tenant_id": "t1"}).status_code == 201
@@ -69,7 +72,8 @@ def test_a_refused_sign_up_stages_nothing(app_db, queue):
     assert len(assert_enqueued(queue, WELCOME, SendWelcome)) == 1
 
 
-def test_a_digest_is_enqueued_from_the_async_endpoint_and_its_status_read(app_db, queue):
+def test_a_digest_is_enqueued_from_the_async_endpoint_and_its_status_read(
+        app_db: peewee.Database, queue: DatabaseQueue) -> None:
     body = {"email": "c@example.com", "tenant_id": "t2", "week": 7}
     with client_for(app_db, queue) as client:
         first = client.post("/digests", json=body).json()
@@ -84,8 +88,8 @@ def test_a_digest_is_enqueued_from_the_async_endpoint_and_its_status_read(app_db
     assert mailer.sent == [("c@example.com", "Your week 7 digest")]
 
 
-def test_with_an_inline_queue_the_relay_runs_the_welcome_at_once(app_db,
-                                                                 caravel_queue_factory):
+def test_with_an_inline_queue_the_relay_runs_the_welcome_at_once(
+        app_db: peewee.Database, caravel_queue_factory: QueueFactory) -> None:
     queue = caravel_queue_factory(registry, inline=True)
     assert isinstance(queue, InlineQueue)
     with client_for(app_db, queue) as client:

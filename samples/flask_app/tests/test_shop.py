@@ -17,6 +17,7 @@ from flask.testing import FlaskClient
 
 from caravel_lite import DatabaseQueue, JobContext
 from caravel_lite.testing import assert_enqueued, assert_not_enqueued, drain
+from caravel_lite.testing.plugin import QueueFactory
 
 from flask_app.app import create_app
 from flask_app.shop import (RECEIPTS, TENANT, Order, Receipt, SendReceipt, init_db, registry,
@@ -32,7 +33,7 @@ def shop_db(caravel_db: peewee.Database) -> peewee.Database:
 
 
 @pytest.fixture
-def queue(shop_db: peewee.Database, caravel_queue_factory) -> DatabaseQueue:
+def queue(shop_db: peewee.Database, caravel_queue_factory: QueueFactory) -> DatabaseQueue:
     return caravel_queue_factory(registry)
 
 
@@ -41,7 +42,8 @@ def client(shop_db: peewee.Database, queue: DatabaseQueue) -> Iterator[FlaskClie
     yield create_app(shop_db, queue).test_client()
 
 
-def test_an_order_and_its_receipt_job_are_saved_together(client, queue):
+def test_an_order_and_its_receipt_job_are_saved_together(client: FlaskClient,
+                                                          queue: DatabaseQueue) -> None:
     reply = client.post("/orders", json={"item": "teapot", "email": "ada@example.com"})
     assert reply.status_code == 201
     order_id = reply.get_json()["order_id"]
@@ -53,14 +55,15 @@ def test_an_order_and_its_receipt_job_are_saved_together(client, queue):
     assert client.get(f"/orders/{order_id}").get_json()["receipt_sent"] is True
 
 
-def test_a_failed_request_leaves_neither_order_nor_job(client, queue):
+def test_a_failed_request_leaves_neither_order_nor_job(client: FlaskClient,
+                                                       queue: DatabaseQueue) -> None:
     reply = client.post("/orders", json={"item": "unicorn", "email": "bob@example.com"})
     assert reply.status_code == 409
     assert Order.select().count() == 0
     assert_not_enqueued(queue, RECEIPTS)
 
 
-def test_the_receipt_handler_is_repeat_safe(client, queue):
+def test_the_receipt_handler_is_repeat_safe(client: FlaskClient, queue: DatabaseQueue) -> None:
     order_id = client.post("/orders", json={"item": "cup", "email": "c@example.com"}
                            ).get_json()["order_id"]
     drain(queue, RECEIPTS)
@@ -70,7 +73,7 @@ def test_the_receipt_handler_is_repeat_safe(client, queue):
 
 
 def test_in_inline_mode_the_receipt_is_sent_when_the_request_commits(
-        shop_db, caravel_queue_factory):
+        shop_db: peewee.Database, caravel_queue_factory: QueueFactory) -> None:
     queue = caravel_queue_factory(registry, inline=True)
     client = create_app(shop_db, queue).test_client()
     order_id = client.post("/orders", json={"item": "kettle", "email": "d@example.com"}
@@ -82,7 +85,8 @@ def test_in_inline_mode_the_receipt_is_sent_when_the_request_commits(
 
 
 @pytest.mark.slow
-def test_the_command_line_worker_sends_the_receipt(shop_db, caravel_db_url):
+def test_the_command_line_worker_sends_the_receipt(shop_db: peewee.Database,
+                                                   caravel_db_url: str) -> None:
     # The worker process runs on the real clock, so this queue does too.
     client = create_app(shop_db, DatabaseQueue(shop_db, registry)).test_client()
     order_id = client.post("/orders", json={"item": "mug", "email": "f@example.com"}
