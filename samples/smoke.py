@@ -4,9 +4,10 @@
 Builds a wheel from this checkout, installs it into a fresh virtual environment outside
 the checkout, and drives ``python -m caravel_lite.sample`` through the crash-and-recover
 story, continuous mode, a hard kill, a SIGTERM in the middle of a job, the read-only
-status command and an unmigrated directory. Every command is a separate process of the
-new environment's python, started from a directory outside the checkout, so the
-installed wheel (not the source tree) is what runs.
+status command, an unmigrated directory and the ``caravel-lite`` console script. Every
+command is a separate process of the new environment (its python or its script), started
+from a directory outside the checkout, so the installed wheel (not the source tree) is
+what runs.
 
     python samples/smoke.py                                    # SQLite only
     python samples/smoke.py --databases sqlite,postgres,mysql  # also the servers
@@ -64,9 +65,10 @@ db.execute_sql(sys.argv[2])
 db.close()
 """
 
-# Seeds a queue database with exactly one job in each counted category, relative to
-# the real clock, using the installed library. Keys and payloads carry a marker that
-# --queue-status must never print.
+# Seeds a queue database with exactly one job of the sample's tenant in each counted
+# category, relative to the real clock, using the installed library, and one job of
+# another tenant in each category of the same queue, which --queue-status must not
+# count. Keys and payloads carry a marker that --queue-status must never print.
 SEED_SCRIPT = """
 import sys
 from dataclasses import dataclass
@@ -92,22 +94,28 @@ once = DatabaseQueue(db, registry, QueueOptions(max_attempts=1))
 then = DatabaseQueue(db, registry, QueueOptions(lease_duration=timedelta(minutes=5)),
                      clock=past)
 
-def put(queue, name, **dispatch):
+def put(queue, name, tenant, **dispatch):
     return queue.enqueue(SeedNote(f"{marker}-payload-{name}"),
-                         Dispatch(QUEUE, TENANT, f"{marker}-key-{name}", **dispatch))
+                         Dispatch(QUEUE, tenant, f"{marker}-key-{name}", **dispatch))
 
-def take(queue, name):
-    job = put(queue, name)
+def take(queue, name, tenant):
+    job = put(queue, name, tenant)
     lease = queue.claim(QUEUE)
     assert lease is not None and lease.job_id == job.job_id, name
     return lease
 
-assert live.complete(take(live, "completed"))
-assert once.fail(take(once, "dead-letter"), Failure.HANDLER_FAILED)
-take(live, "active-lease")          # expires in an hour
-take(then, "expired-lease")         # claimed two hours ago with a five-minute lease
-put(live, "ready")
-put(live, "delayed", not_before=datetime.now(timezone.utc) + timedelta(hours=1))
+# Each claim must take the job just put: nothing is ready meanwhile, and the expired
+# leases are taken last, because a claim at the real time would first sweep them back.
+TENANTS = (TENANT, "smoke-other-tenant")
+for tenant in TENANTS:
+    assert live.complete(take(live, "completed", tenant))
+    assert once.fail(take(once, "dead-letter", tenant), Failure.HANDLER_FAILED)
+    take(live, "active-lease", tenant)   # expires in an hour
+for tenant in TENANTS:
+    take(then, "expired-lease", tenant)  # claimed two hours ago with a five-minute lease
+for tenant in TENANTS:
+    put(live, "ready", tenant)
+    put(live, "delayed", tenant, not_before=datetime.now(timezone.utc) + timedelta(hours=1))
 db.close()
 """
 
@@ -440,7 +448,9 @@ def unmigrated(smoke: Smoke, backend: str) -> None:
 
 
 def seeded_status(smoke: Smoke, backend: str) -> None:
-    """--queue-status counts one job per category, leaks nothing and writes nothing."""
+    """--queue-status counts one job of the sample's tenant per category (another
+    tenant's job in each category of the same queue is not counted), leaks nothing and
+    writes nothing."""
     t = smoke.new_target(backend)
     tag = f"[{backend}]"
     marker = "smoke-secret-" + secrets.token_hex(4)
@@ -456,12 +466,13 @@ def seeded_status(smoke: Smoke, backend: str) -> None:
         listing = sorted(os.listdir(t.directory)) if t.directory is not None else None
         done = smoke.sample(t, "--queue-status")
         found = counts(json.loads(done.stdout))
-        check(found == {key: 1 for key in ZERO}, f"seeded status {found}, expected 1 each")
+        check(found == {key: 1 for key in ZERO},
+              f"seeded status {found}, expected 1 each (the sample's tenant only)")
         output = done.stdout + done.stderr
         for secret in (marker, "payload", "key", "demo-"):
             check(secret not in output, f"--queue-status output leaks {secret!r}: {output!r}")
         if t.directory is None:
-            return f"one in each category: {json.dumps(found)}"
+            return f"one in each category, other tenant not counted: {json.dumps(found)}"
         check(fingerprint() == before, "--queue-status changed queue.db")
         check(not os.path.exists(os.path.join(t.directory, "results.db")),
               "--queue-status created results.db")
@@ -472,10 +483,40 @@ def seeded_status(smoke: Smoke, backend: str) -> None:
         wal = os.path.join(t.directory, "queue.db-wal")
         check(not os.path.exists(wal) or os.path.getsize(wal) == 0,
               "--queue-status wrote to the write-ahead log")
-        return (f"one in each category ({json.dumps(found)}), no key or payload printed, "
+        return (f"one in each category ({json.dumps(found)}), other tenant not counted, "
+                "no key or payload printed, "
                 "queue.db byte-identical, no results.db")
 
     step(f"{tag} --queue-status on a seeded database", run)
+
+
+def console_script(smoke: Smoke, backend: str) -> None:
+    """The installed ``caravel-lite`` script, with the database from CARAVEL_DATABASE_URL:
+    check fails with one line, migrate applies, check passes."""
+    t = smoke.new_target(backend)
+    tag = f"[{backend}]"
+    script = os.path.join(os.path.dirname(smoke.python), "caravel-lite")
+    env = smoke.env(t, {"CARAVEL_DATABASE_URL": smoke.target_url(t)})
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([script, *args], cwd=smoke.work, env=env, capture_output=True,
+                              text=True, timeout=COMMAND_TIMEOUT)
+
+    def run() -> str:
+        check(os.path.exists(script), f"the wheel installed no {script}")
+        before = cli("check")
+        lines = before.stderr.strip().splitlines()
+        check(before.returncode == 1 and len(lines) == 1
+              and lines[0].startswith("caravel-lite check: "),
+              f"check before migrate: exit {before.returncode}, stderr {before.stderr!r}")
+        done = cli("migrate")
+        check(done.returncode == 0 and json.loads(done.stdout)["applied"],
+              f"migrate: exit {done.returncode}, stderr {done.stderr.strip()[-800:]}")
+        after = cli("check")
+        check(after.returncode == 0, f"check after migrate: exit {after.returncode}")
+        return "check exit 1 (one line), migrate applied, check exit 0"
+
+    step(f"{tag} caravel-lite console script", run)
 
 
 # -- building and installing --------------------------------------------------------------
@@ -554,6 +595,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             sigterm_mid_job(smoke, backend)
             seeded_status(smoke, backend)
             unmigrated(smoke, backend)
+            console_script(smoke, backend)
     except SmokeFailure as exc:
         say(f"FAILED: {exc}")
         return 1

@@ -225,8 +225,9 @@ class SampleApp:
         return {"events": int(events), "total": int(total)}
 
     def counts(self) -> QueueCounts:
+        """The sample tenant's counts in the sample's queue."""
         with connected(self.queue_db):
-            return self.queue.counts(QUEUE)
+            return self.queue.counts(QUEUE, TENANT)
 
 
 def check_job(job: object, ctx: JobContext) -> None:
@@ -241,7 +242,8 @@ def check_job(job: object, ctx: JobContext) -> None:
 def read_only_counts(config: SampleConfig) -> QueueCounts:
     """Queue counts without writing anything: on SQLite the file is opened read-only
     (a missing file is an error, never created); on a server the counts are read in a
-    READ ONLY transaction. Raises :class:`NotMigrated` on an unmigrated database."""
+    READ ONLY transaction. Only the sample's own tenant is counted: other tenants may
+    share the queue. Raises :class:`NotMigrated` on an unmigrated database."""
     if config.uses_files:
         path = os.path.abspath(config.queue_path)
         if not os.path.isfile(path):
@@ -256,10 +258,10 @@ def read_only_counts(config: SampleConfig) -> QueueCounts:
             raise NotMigrated({"queue": pending})
         queue = DatabaseQueue(db, JobRegistry())
         if config.uses_files:
-            return queue.counts(QUEUE)
+            return queue.counts(QUEUE, TENANT)
         db.execute_sql("START TRANSACTION READ ONLY")
         try:
-            return queue.counts(QUEUE)
+            return queue.counts(QUEUE, TENANT)
         finally:
             db.execute_sql("ROLLBACK")
 

@@ -8,12 +8,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from caravel_lite.sample import QUEUE, TENANT, RecordQuantity
+from caravel_lite import DatabaseQueue, Failure, JobRegistry, QueueOptions, migrate
+from caravel_lite.sample import QUEUE, TENANT, WIRE_NAME, RecordQuantity
 from caravel_lite.sample.app import SampleApp
 from caravel_lite.sample.config import SampleConfig
 from caravel_lite.values import Dispatch
 
-from tests.sample.helpers import run_in_process
+from tests.sample.helpers import json_of, run_in_process, run_process, target_environment
 
 COUNT_KEYS = ["observed_at", "ready", "delayed", "active_leases", "expired_leases",
               "dead_letter", "completed"]
@@ -53,7 +54,6 @@ def test_an_unmigrated_database_fails_and_is_left_unchanged(directory):
 def test_counts_are_read_without_writing_or_creating_the_results_database(directory):
     app = SampleApp(SampleConfig(directory=str(directory)))
     with app.queue_db.connection_context():
-        from caravel_lite import migrate
         migrate(app.queue_db)
         app.queue.enqueue(RecordQuantity(1), Dispatch(QUEUE, TENANT, "secret-key-1"))
         app.queue.enqueue(RecordQuantity(2), Dispatch(
@@ -76,3 +76,35 @@ def test_counts_are_read_without_writing_or_creating_the_results_database(direct
     # A read-only reader may create SQLite's side files, but writes nothing to the log.
     wal = directory / "queue.db-wal"
     assert not wal.exists() or wal.stat().st_size == 0
+
+
+def test_only_the_samples_tenant_is_counted(backend, tmp_path, new_database):
+    """Another tenant's jobs in the sample's queue, in every category, are not counted
+    (#11.8); a database holding them reported ready: 2 for one ready sample job."""
+    env = target_environment(backend, tmp_path, new_database)
+    config = (SampleConfig(directory=str(tmp_path)) if backend == "sqlite"
+              else SampleConfig(queue_url=env["CARAVEL_WORKER_DATABASE_URL"],
+                                results_url=env["CARAVEL_WORKER_DATABASE_URL"]))
+    app = SampleApp(config)
+    registry = JobRegistry()
+    registry.register(WIRE_NAME, RecordQuantity, lambda job, ctx: None)
+    with app.queue_db.connection_context():
+        migrate(app.queue_db)
+        other = DatabaseQueue(app.queue_db, registry, QueueOptions(max_attempts=1))
+        for name in ("completed", "dead", "leased"):
+            other.enqueue(RecordQuantity(1), Dispatch(QUEUE, "another-tenant", name))
+            lease = other.claim(QUEUE)
+            if name == "completed":
+                assert other.complete(lease)
+            elif name == "dead":
+                assert other.fail(lease, Failure.HANDLER_FAILED)
+        other.enqueue(RecordQuantity(2), Dispatch(QUEUE, "another-tenant", "ready"))
+        other.enqueue(RecordQuantity(3), Dispatch(
+            QUEUE, "another-tenant", "delayed",
+            not_before=datetime.now(timezone.utc) + timedelta(hours=1)))
+        app.queue.enqueue(RecordQuantity(1), Dispatch(QUEUE, TENANT, "ours"))
+    app.queue_db.close()
+    status = json_of(run_process("--queue-status", env))
+    assert {k: v for k, v in status.items() if k != "observed_at"} == {
+        "ready": 1, "delayed": 0, "active_leases": 0, "expired_leases": 0,
+        "dead_letter": 0, "completed": 0}
