@@ -8,9 +8,9 @@ from caravel_lite.migrator import check_schema, migrate
 from caravel_lite.options import QueueOptions
 from caravel_lite.queue import DatabaseQueue
 from caravel_lite.registry import JobRegistry
-from caravel_lite.values import (Cancelled, Dispatch, EnqueueResult, Failure, JobContext,
-                                 JobState, JobStatus, PeekedJob, Priority, QueueCounts,
-                                 QueueLease)
+from caravel_lite.values import (Cancelled, ClaimBatch, Dispatch, EnqueueResult, Failure,
+                                 JobContext, JobState, JobStatus, PeekedJob, Priority,
+                                 QueueCounts, QueueLease)
 from caravel_lite.dialect import open_database
 from caravel_lite.worker import QueueWorker
 from caravel_lite.outbox import QueueOutbox, StageResult
@@ -21,8 +21,8 @@ from caravel_lite.scheduler import QueueScheduler
 __all__ = [
     "JobRegistry", "JobContext",
     "DatabaseQueue", "QueueOptions", "Dispatch", "Priority",
-    "EnqueueResult", "QueueLease", "JobStatus", "QueueCounts", "JobState", "Failure",
-    "QueueWorker", "Snooze", "Discard",
+    "EnqueueResult", "QueueLease", "ClaimBatch", "JobStatus", "QueueCounts", "JobState",
+    "Failure", "QueueWorker", "Snooze", "Discard",
     "PeekedJob", "Cancelled",
     "QueueOutbox", "StageResult", "OutboxRelay",
     "QueueScheduler",

@@ -7,9 +7,8 @@ never branches on the kind of database.
 from __future__ import annotations
 
 import contextlib
-import random
-import threading
-import time
+import dataclasses
+import enum
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -18,15 +17,29 @@ import peewee
 from playhouse import db_url
 
 from caravel_lite.errors import DatabaseBusy
+from caravel_lite.retry import (CallBudget, RetryPolicy, TransientCounter, call_budget,
+                                retrying, transient_retries)
+
+__all__ = ["Dialect", "ClaimMethod", "dialect_of", "open_database", "retrying",
+           "transient_retries", "TransientCounter", "RetryPolicy", "with_database_name"]
 
 T = TypeVar("T")
 
-# SQLSTATEs PostgreSQL uses for serialization failures and deadlocks.
-_PG_TRANSIENT = {"40001", "40P01"}
+# SQLSTATEs PostgreSQL uses for serialization failures, deadlocks and a lock wait that
+# ran out (lock_timeout).
+_PG_TRANSIENT = {"40001", "40P01", "55P03"}
+# SQLite's primary result codes for "another connection holds the lock".
+_SQLITE_BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 # MariaDB/MySQL: 1213 deadlock, 1205 lock wait timeout.
 _MYSQL_TRANSIENT = {1213, 1205}
 # MariaDB/MySQL: the server went away or the connection was lost.
 _MYSQL_GONE = {2006, 2013}
+
+
+class ClaimMethod(str, enum.Enum):
+    RETURNING = "returning"
+    LOCKED_READ = "locked_read"
+    PORTABLE = "portable"
 
 
 @dataclass(frozen=True)
@@ -45,10 +58,10 @@ class Dialect:
     payload_type: str
     # UPDATE ... RETURNING is available (SQLite 3.35+, PostgreSQL; not MariaDB/MySQL).
     update_returning: bool = False
-    # How one UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING ... can claim
-    # atomically: the row-lock clause its subquery needs ("" where the statement already
-    # runs alone: SQLite has one writer at a time), or None where the claim must take the
-    # portable read-then-fenced-UPDATE path.
+    # The row-lock clause a claim's read of candidates takes ("" where the claim
+    # already runs alone: SQLite has one writer at a time), or None where the claim
+    # must take the portable read-then-fenced-UPDATE path (MariaDB before 10.6, MySQL
+    # before 8.0.1: no SKIP LOCKED). See :attr:`claim_method`.
     claim_lock: Optional[str] = None
     # How an idle worker learns that another connection may have added a job
     # (caravel_lite.wakeup): "notify" (a trigger's NOTIFY, heard by LISTEN),
@@ -70,6 +83,20 @@ class Dialect:
     # psycopg 3) instead of multi-row INSERTs: no statement with thousands of parameters
     # is built, sent and parsed (docs/PERFORMANCE.md, bulk enqueue, has the figures).
     copy_rows: bool = False
+
+    @property
+    def claim_method(self) -> "ClaimMethod":
+        """How this database claims (caravel_lite.claim): one UPDATE ... RETURNING over
+        locked-or-skipped candidates, a short transaction of a SKIP LOCKED read and an
+        UPDATE (no UPDATE ... RETURNING), or the portable fenced path."""
+        if self.claim_lock is None:
+            return ClaimMethod.PORTABLE
+        return ClaimMethod.RETURNING if self.update_returning else ClaimMethod.LOCKED_READ
+
+    def portable(self) -> "Dialect":
+        """The same dialect claiming by the portable path (what a server without SKIP
+        LOCKED does; tests run the contract suite through it on every database)."""
+        return dataclasses.replace(self, claim_lock=None)
 
     def insert_rows(self, db: peewee.Database, table: str, columns: Sequence[str],
                     rows: Sequence[Sequence[Any]], insert_many: Callable[[int], str],
@@ -97,9 +124,11 @@ class Dialect:
     @contextlib.contextmanager
     def write_transaction(self, db: peewee.Database) -> Iterator[None]:
         """A transaction for work that reads before it writes; a savepoint when the
-        caller already has a transaction open (so a failure here leaves theirs usable)."""
+        caller already has a transaction open (so a failure here leaves theirs usable;
+        a savepoint rather than a nested atomic(), which peewee refuses inside
+        ``manual_commit()``)."""
         if db.in_transaction():
-            with db.atomic():
+            with db.savepoint():
                 yield
         elif self.immediate_writes:
             with db.atomic("IMMEDIATE"):
@@ -109,10 +138,18 @@ class Dialect:
                 yield
 
     def is_transient(self, exc: BaseException) -> bool:
-        """True for a lock conflict that a fresh attempt of the same statement may pass."""
+        """True for a lock conflict that a fresh attempt of the same statement may pass,
+        judged on the driver's error code (never on our own messages: a
+        :class:`DatabaseBusy` says a call's retry budget is spent, and is never
+        transient)."""
+        if isinstance(exc, DatabaseBusy):
+            return False
         original = _original(exc)
         if self.name == "sqlite":
-            text = str(original).lower()
+            code = getattr(original, "sqlite_errorcode", None)
+            if code is not None:
+                return code & 0xFF in _SQLITE_BUSY
+            text = str(original).lower()  # drivers without error codes
             return isinstance(exc, peewee.OperationalError) and (
                 "database is locked" in text or "database is busy" in text)
         if self.name == "postgres":
@@ -151,15 +188,20 @@ SQLITE = Dialect("sqlite", immediate_writes=True, exact_collation=None, payload_
 POSTGRES = Dialect("postgres", immediate_writes=False, exact_collation=None, payload_type="TEXT",
                    change_signal="notify", update_returning=True,
                    claim_lock="FOR UPDATE SKIP LOCKED", copy_rows=True, partial_indexes=True)
+# MariaDB 10.6+ and MySQL 8.0.1+ skip locked rows in a locking read; older servers
+# claim by the portable path (MARIADB.portable(), MYSQL.portable()).
+_SKIP_LOCKED = "FOR UPDATE SKIP LOCKED"
 MARIADB = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_nopad_bin",
-                  payload_type="MEDIUMTEXT")
+                  payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED)
 MYSQL = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_0900_bin",
-                payload_type="MEDIUMTEXT")
+                payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED)
+_SKIP_LOCKED_SINCE = {"mariadb": (10, 6), "mysql": (8, 0, 1)}
 
 
 def dialect_of(db: peewee.Database) -> Dialect:
-    """The dialect of a Peewee database. MariaDB and MySQL 8 differ only in the name of
-    their binary no-pad collation, read from the server version once connected."""
+    """The dialect of a Peewee database. MariaDB and MySQL 8 differ in the name of their
+    binary no-pad collation, and servers before MariaDB 10.6 / MySQL 8.0.1 have no
+    SKIP LOCKED: both read from the server version once connected."""
     if isinstance(db, peewee.SqliteDatabase):
         return SQLITE
     if isinstance(db, peewee.PostgresqlDatabase):
@@ -167,46 +209,16 @@ def dialect_of(db: peewee.Database) -> Dialect:
     if isinstance(db, peewee.MySQLDatabase):
         if db.server_version is None:
             db.connect(reuse_if_open=True)  # the server version is read on connect
-        return MARIADB if _is_mariadb(db) else MYSQL
+        mariadb = _is_mariadb(db)
+        dialect = MARIADB if mariadb else MYSQL
+        since = _SKIP_LOCKED_SINCE["mariadb" if mariadb else "mysql"]
+        return dialect if tuple(db.server_version or ()) >= since else dialect.portable()
     raise TypeError(f"caravel_lite supports SQLite, PostgreSQL and MariaDB/MySQL, "
                     f"not {type(db).__name__}")
 
 
 def _is_mariadb(db: peewee.MySQLDatabase) -> bool:
     return bool(db.mariadb) or (db.server_version or (0,))[0] >= 10
-
-
-def retrying(dialect: Dialect, db: peewee.Database, action: Callable[[], T],
-             attempts: int = 5, on_retry: Optional[Callable[[], None]] = None) -> T:
-    """Run a fenced statement, repeating it on a transient lock conflict.
-
-    Only used outside the caller's transaction: inside one, a deadlock has already
-    rolled the caller's work back and repeating our statement alone would be wrong.
-    """
-    for attempt in range(1, attempts + 1):
-        try:
-            return action()
-        except peewee.DatabaseError as exc:
-            if attempt == attempts or db.in_transaction() or not dialect.is_transient(exc):
-                raise
-            if on_retry is not None:
-                on_retry()
-    raise AssertionError("unreachable")
-
-
-class TransientCounter:
-    """Counts transient errors retried, per process (read by tests and reports)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.value = 0
-
-    def increment(self) -> None:
-        with self._lock:
-            self.value += 1
-
-
-transient_retries = TransientCounter()
 
 
 # --- opening a database from a URL -------------------------------------------------
@@ -232,15 +244,15 @@ class BusyRetry:
     fails with "database is locked"; its sleeps are not fair, so under several writing
     processes one of them can lose every time. A statement that fails that way outside
     a transaction changed nothing (SQLite statements are atomic), so it is run again
-    here after a short randomised pause, ``busy_retries`` times, each counted in
-    :data:`transient_retries`. What still fails, or fails inside a transaction (where
-    only the caller can repeat its whole unit of work), is raised as
-    :class:`~caravel_lite.errors.DatabaseBusy`, which says so; it is still a
-    ``peewee.OperationalError``.
+    here after a short randomised pause, drawing on the retry budget of the call it
+    belongs to (:mod:`caravel_lite.retry`: one budget per call, shared with the queue's
+    own repeats), each repeat counted in :data:`transient_retries`. What still fails,
+    or fails inside a transaction (where only the caller can repeat its whole unit of
+    work), is raised as :class:`~caravel_lite.errors.DatabaseBusy`, which says so; it
+    is still a ``peewee.OperationalError``.
     """
 
-    busy_retries = 20  # about 1.5 s of pauses in all, on top of busy_timeout
-    busy_pause = 0.002  # first pause; doubles up to BUSY_PAUSE_CAP, with jitter
+    retry_policy = RetryPolicy()
 
     def execute_sql(self, sql: str, params: Any = None) -> Any:
         return self._busy_retry(lambda: super(BusyRetry, self).execute_sql(sql, params),
@@ -251,39 +263,28 @@ class BusyRetry:
         self._busy_retry(lambda: super(BusyRetry, self).begin(*args, **kwargs), False)
 
     def _busy_retry(self, action: Callable[[], T], in_transaction: bool) -> T:
-        pause = self.busy_pause
-        started = time.monotonic()
-        attempt = 0
-        while True:
-            try:
-                return action()
-            except DatabaseBusy:
-                raise
-            except peewee.OperationalError as exc:
-                if not SQLITE.is_transient(exc):
+        with call_budget(self) as budget:
+            while True:
+                try:
+                    return action()
+                except DatabaseBusy:
                     raise
-                if in_transaction or attempt >= self.busy_retries:
-                    raise DatabaseBusy(_busy_message(
-                        in_transaction, attempt + 1, time.monotonic() - started,
-                        self._pragmas_dict().get("busy_timeout"))) from exc
-            attempt += 1
-            transient_retries.increment()
-            time.sleep(pause * (0.5 + random.random()))
-            pause = min(pause * 2, BUSY_PAUSE_CAP)
+                except peewee.OperationalError as exc:
+                    if not SQLITE.is_transient(exc):
+                        raise
+                    if in_transaction or not budget.spend():
+                        raise DatabaseBusy(_busy_message(
+                            in_transaction, budget,
+                            self._pragmas_dict().get("busy_timeout"))) from exc
 
     def _pragmas_dict(self) -> dict:
         return dict(getattr(self, "_pragmas", None) or ())
 
 
-BUSY_PAUSE_CAP = 0.1
-
-
-def _busy_message(in_transaction: bool, attempts: int, seconds: float,
-                  busy_timeout: Any) -> str:
+def _busy_message(in_transaction: bool, budget: CallBudget, busy_timeout: Any) -> str:
     where = ("inside a transaction: the caller must roll back and repeat its whole unit "
              "of work" if in_transaction else
-             f"after {attempts} attempts over {seconds * 1000:.0f} ms; the statement "
-             "changed nothing and may be repeated")
+             f"{budget.describe()}; the statement changed nothing and may be repeated")
     return (f"database is locked: another connection held SQLite's write lock longer "
             f"than busy_timeout ({busy_timeout} ms) {where}; a longer busy_timeout "
             f"suits this much write concurrency")
@@ -304,10 +305,14 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
     ``playhouse.db_url`` reads it, with the session settings caravel_lite expects:
 
     - ``sqlite:///path``: WAL journal, 5 s busy timeout, and statements that still find
-      the database locked repeated a few times (see :class:`BusyRetry`;
-      ``busy_retries=0`` turns that off);
+      the database locked repeated within the call's retry budget (see
+      :class:`BusyRetry`);
     - ``postgresql://...``: READ COMMITTED (the server default), autocommit;
     - ``mysql://...``: READ COMMITTED session, matched-row counting, strict sql_mode.
+
+    ``busy_retries=N`` (any database) sets how many repeats one call may make in all
+    after a lock conflict (default 20, within 2 s: :class:`RetryPolicy`); 0 turns
+    repeating off.
     """
     scheme = urlsplit(url).scheme.split("+")[0]
     options: dict = {}
@@ -322,8 +327,11 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
         arguments = db_url.parse(url)
         arguments.update(options)
         database = _busy_retry_class(type(database))(**arguments)
-        if busy_retries is not None:
-            database.busy_retries = int(busy_retries)
+    if busy_retries is not None:
+        retries = int(busy_retries)
+        if retries < 0:
+            raise ValueError(f"busy_retries must be 0 or more, got {busy_retries!r}")
+        database.retry_policy = RetryPolicy(retries=retries)
     return database
 
 

@@ -13,6 +13,7 @@ from caravel_lite.envelope import Envelope, prepare_envelope, stored_match
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
 from caravel_lite.ids import new_id
 from caravel_lite.observability import logger
+from caravel_lite.retry import budgeted, retrying
 from caravel_lite.schema import JOBS_TABLE
 from caravel_lite.statements import INSERT_COLUMNS
 from caravel_lite.values import Dispatch, EnqueueResult
@@ -39,6 +40,7 @@ class Enqueuing:
     """The enqueue half of DatabaseQueue (it provides db, dialect, registry, options,
     telemetry, the prepared statements and the clock)."""
 
+    @budgeted
     def enqueue(self, job: Any, dispatch: Dispatch) -> EnqueueResult:
         """Save ``job`` for later execution and return its id.
 
@@ -46,13 +48,16 @@ class Enqueuing:
         idempotency key, a repeat of the same (queue, tenant, key) with the same wire
         name and payload returns the original id with ``already_enqueued=True`` in any
         state, without changing it; a different payload raises
-        :class:`QueueIdempotencyConflict`. Called inside the caller's ``db.atomic()``,
-        the job joins that transaction (a savepoint guards the duplicate race).
+        :class:`QueueIdempotencyConflict`. Called inside the caller's transaction
+        (``db.atomic()``, or ``db.manual_commit()`` after ``db.begin()``), the job joins
+        it as :meth:`QueueOutbox.stage` does: a savepoint guards the duplicate race and
+        nothing is committed.
         """
         now_us = self._now_us()
         envelope = prepare_envelope(self.registry, self.options, job, dispatch, now_us)
         return self.enqueue_envelope(envelope, new_id(), now_us)
 
+    @budgeted
     def enqueue_envelope(self, envelope: Envelope, job_id: uuid.UUID,
                          now_us: Optional[int] = None) -> EnqueueResult:
         """Write an already validated envelope under ``job_id`` (the relay passes the
@@ -64,11 +69,13 @@ class Enqueuing:
         try:
             if self.db.in_transaction():
                 # A savepoint: a duplicate-key error must not poison the caller's
-                # transaction (PostgreSQL aborts the whole transaction otherwise).
-                with self.db.atomic():
+                # transaction (PostgreSQL aborts the whole transaction otherwise). Not
+                # atomic(), which refuses to nest in peewee's manual-commit mode.
+                with self.db.savepoint():
                     self._execute(self._sql.insert, params)
             else:
-                self._execute(self._sql.insert, params)
+                retrying(self.dialect, self.db,
+                         lambda: self._execute(self._sql.insert, params))
         except peewee.IntegrityError:
             existing = self._existing(envelope, job_id)
             if existing is None:
@@ -79,9 +86,11 @@ class Enqueuing:
         logger.debug("enqueued job %s on queue %s", job_id, envelope.queue)
         return EnqueueResult(job_id, False)
 
+    @budgeted
     def enqueue_many(self, items: Sequence[Tuple[Any, Dispatch]]) -> List[EnqueueResult]:
         """Enqueue several ``(job, dispatch)`` pairs in one transaction (the caller's,
-        through a savepoint, when one is open); result i belongs to item i.
+        through a savepoint, when one is open, also in ``db.manual_commit()``); result i
+        belongs to item i.
 
         Every item is validated before any SQL runs, and nothing is written if one is
         invalid. Idempotency is exactly that of :meth:`enqueue` applied in order: a key
@@ -116,7 +125,10 @@ class Enqueuing:
                     f"types or payloads")
         for attempt in range(1, ENQUEUE_ATTEMPTS + 1):
             try:
-                stored = self._enqueue_batch(envelopes, ids, first, floor_ms(now_us))
+                # A lock conflict rolled the whole batch back: repeated within the
+                # call's budget (only outside the caller's transaction).
+                stored = retrying(self.dialect, self.db, lambda: self._enqueue_batch(
+                    envelopes, ids, first, floor_ms(now_us)))
                 break
             except peewee.IntegrityError:
                 # Another writer took one of our keys between our read and our INSERT;

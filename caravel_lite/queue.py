@@ -8,31 +8,28 @@ outcome recorded by the worker that took over.
 from __future__ import annotations
 
 import dataclasses
-import secrets
-import uuid
 from datetime import timedelta
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence
 
 import peewee
 
 from caravel_lite import validation
 from caravel_lite.admin import QueueAdmin
 from caravel_lite.aio import AsyncQueueCalls
+from caravel_lite.claim import CANDIDATES, Claimer
 from caravel_lite.enqueue import Enqueuing
 from caravel_lite.clock import (Clock, ceil_ms, duration_micros, floor_ms, from_ms, now_micros,
                                 system_clock)
-from caravel_lite.dialect import dialect_of, retrying, transient_retries
+from caravel_lite.dialect import dialect_of
 from caravel_lite.errors import InvalidField
-from caravel_lite.observability import Telemetry, default_telemetry, logger
+from caravel_lite.observability import Telemetry, default_telemetry
 from caravel_lite.options import QueueOptions, resolve_options
 from caravel_lite.registry import JobRegistry, require_registry
+from caravel_lite.retry import budgeted, retrying
 from caravel_lite.statements import BatchStatements, Statements
-from caravel_lite.values import Failure, JobContext, QueueLease
+from caravel_lite.values import ClaimBatch, Failure, QueueLease
 
-# How many due candidates one claim round reads; losing the race for one moves on to
-# the next, and a claim gives up (returns None) after CLAIM_ROUNDS empty-handed rounds.
-CANDIDATES = 4
-CLAIM_ROUNDS = 3
+__all__ = ["DatabaseQueue", "CANDIDATES", "MAX_BATCH", "backoff_micros"]
 # Largest claim_many; complete_many and enqueue_many split longer batches into
 # statements of at most this many rows (well under every database's parameter limit).
 MAX_BATCH = 1000
@@ -42,12 +39,6 @@ COMPLETE_CHUNK = 100
 class _PartialBatch(Exception):
     """A batch statement matched fewer rows than it named (rolled back, then settled
     one by one)."""
-
-
-def _claim_order(row: Sequence[Any]) -> Tuple[Any, ...]:
-    # (id, attempts, tenant, wire, payload, max_attempts, priority, available_at,
-    # enqueued_at): priority, due time, enqueue time, then id as the tie-breaker.
-    return (row[6], row[7], row[8], row[0])
 
 
 def backoff_micros(options: QueueOptions, attempt: int) -> int:
@@ -79,6 +70,7 @@ class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
         self.dialect = dialect_of(db)
         self._sql = Statements.build(db, CANDIDATES)
         self._batch = BatchStatements(db, self.dialect.claim_lock)
+        self._claimer = Claimer(db, self.dialect, self._sql, self._batch, self.telemetry)
         self._lease_us = duration_micros(self.options.lease_duration)
         self._lifetime_us = duration_micros(self.options.max_lease_lifetime)
         super().__init__()
@@ -93,34 +85,18 @@ class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
 
     def _fenced(self, sql: str, params: Sequence[Any]) -> int:
         """Run a conditional UPDATE, retrying lock conflicts; returns rows matched."""
-        def run() -> int:
-            return self.db.execute_sql(sql, params).rowcount
-        return retrying(self.dialect, self.db, run, on_retry=transient_retries.increment)
+        return retrying(self.dialect, self.db,
+                        lambda: self.db.execute_sql(sql, params).rowcount)
 
     # -- claim -------------------------------------------------------------------------
-
-    def _sweep(self, queue: str, now_ms: int) -> Tuple[int, int]:
-        """Dead-letter expired leases with no attempts left; make the others claimable.
-        A plain read first, so the usual case takes no write lock."""
-        if self._execute(self._sql.expired_exists, (queue, now_ms)).fetchone() is None:
-            return 0, 0
-        return self._sweep_expired(queue, now_ms)
-
-    def _sweep_expired(self, queue: str, now_ms: int) -> Tuple[int, int]:
-        dead = self._fenced(self._sql.sweep_exhausted, (now_ms, now_ms, queue, now_ms))
-        reclaimed = self._fenced(self._sql.sweep_reclaimable, (now_ms, queue, now_ms))
-        if dead:
-            self.telemetry.count("deadlettered", queue, dead, Failure.ATTEMPTS_EXHAUSTED.value)
-            logger.warning("%d expired lease(s) on queue %s dead-lettered: attempts exhausted",
-                           dead, queue)
-        return dead, reclaimed
 
     def claim(self, queue: str) -> Optional[QueueLease]:
         """Lease the best due job of ``queue`` (priority, due time, enqueue time, id), or
         return None. Exactly one contender wins a job, across threads and processes.
         Each claim is an attempt. Before claiming, expired leases of ``queue`` whose
         attempts are used up are dead-lettered and the others made claimable."""
-        leases = self.claim_many(queue, 1)
+        validation.check_queue(queue)
+        leases = self._claim_batch(queue, 1).leases
         return leases[0] if leases else None
 
     def claim_many(self, queue: str, limit: int) -> List[QueueLease]:
@@ -132,102 +108,29 @@ class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
         none) come back when fewer are due or after losing a bounded number of races.
         """
         validation.check_queue(queue)
+        return list(self._claim_batch(queue, limit).leases)
+
+    def claim_batch(self, queue_name: str, limit: int) -> ClaimBatch:
+        """:meth:`claim_many` that also says whether an empty answer means an empty
+        queue: ``contended`` is True when due jobs existed but another claimer took
+        every one first (possible only on the portable path of servers without SKIP
+        LOCKED); a caller may then claim again at once rather than wait."""
+        validation.check_queue(queue_name, "queue_name")
+        return self._claim_batch(queue_name, limit)
+
+    @budgeted
+    def _claim_batch(self, queue_name: str, limit: int) -> ClaimBatch:
         validation.check_int("limit", limit, 1, MAX_BATCH)
         now_us = self._now_us()
-        now_ms = floor_ms(now_us)
-        expires_ms = ceil_ms(now_us + self._lease_us)
-        if self.dialect.claim_lock is not None:
-            leases = self._claim_returning(queue, limit, now_us, now_ms, expires_ms)
-        else:
-            leases = self._claim_portable(queue, limit, now_us, now_ms, expires_ms)
-        if leases:
-            self.telemetry.count("claimed", queue, len(leases))
-        return leases
-
-    def _lease(self, queue: str, row: Sequence[Any], attempt: int, token: str,
-               expires_ms: int, now_us: int) -> QueueLease:
-        job_id, _, tenant_id, wire_name, payload, max_attempts = row[:6]
-        ident = uuid.UUID(job_id)
-        return QueueLease(ident, attempt, from_ms(expires_ms),
-                          JobContext(ident, queue, tenant_id, attempt), wire_name, payload,
-                          token, now_us, max_attempts)
-
-    def _claim_returning(self, queue: str, limit: int, now_us: int, now_ms: int,
-                         expires_ms: int) -> List[QueueLease]:
-        """One UPDATE ... RETURNING takes the best due rows (PostgreSQL: rows locked by
-        another claim are skipped; SQLite: the statement runs under the single write
-        lock). It claims nothing while the queue holds an expired lease; then the sweep
-        runs and the claim is repeated once."""
-        sql = self._batch.claim_returning(limit)
-        for _ in range(2):
-            token = secrets.token_hex(16)
-            params = (queue, now_ms, token, expires_ms, now_ms, now_ms, queue, now_ms)
-            rows = retrying(self.dialect, self.db,
-                            lambda: self.db.execute_sql(sql, params).fetchall(),
-                            on_retry=transient_retries.increment)
-            if rows:
-                rows.sort(key=_claim_order)
-                # RETURNING shows the row after the update: attempts already counts this claim.
-                return [self._lease(queue, row, row[1], token, expires_ms, now_us)
-                        for row in rows]
-            if self._sweep(queue, now_ms) == (0, 0):
-                return []
-        return []
-
-    def _claim_portable(self, queue: str, limit: int, now_us: int, now_ms: int,
-                        expires_ms: int) -> List[QueueLease]:
-        """Read the best due candidates (and whether any lease expired) in one
-        statement, then take them with one UPDATE fenced on each row's observed state;
-        a lost race moves on to the next candidates, for a bounded number of rounds."""
-        read = self._batch.claim_read(limit + CANDIDATES - 1)
-        leases: List[QueueLease] = []
-        tried: set = set()
-        swept = False
-        for _ in range(CLAIM_ROUNDS):
-            rows = self._execute(read, (queue, now_ms, queue, now_ms)).fetchall()
-            if not swept and any(row[0] == 1 for row in rows):
-                swept = True
-                self._sweep_expired(queue, now_ms)
-                rows = self._execute(read, (queue, now_ms, queue, now_ms)).fetchall()
-            candidates = sorted((row[1:] for row in rows if row[0] == 0
-                                 and row[1] not in tried), key=_claim_order)
-            if not candidates:
-                break
-            while candidates and len(leases) < limit:
-                batch = candidates[:limit - len(leases)]
-                del candidates[:len(batch)]
-                tried.update(row[0] for row in batch)
-                leases += self._take(queue, batch, now_us, now_ms, expires_ms)
-            if len(leases) >= limit:
-                break
-        return leases
-
-    def _take(self, queue: str, rows: List[Sequence[Any]], now_us: int, now_ms: int,
-              expires_ms: int) -> List[QueueLease]:
-        token = secrets.token_hex(16)
-        if len(rows) == 1:
-            job_id, attempts = rows[0][0], rows[0][1]
-            taken = {job_id} if self._fenced(self._sql.take, (
-                token, expires_ms, now_ms, now_ms, job_id, attempts, now_ms)) == 1 else set()
-        else:
-            ids = [row[0] for row in rows]
-            params: List[Any] = [token, expires_ms, now_ms, now_ms, *ids, now_ms]
-            for row in rows:
-                params += (row[0], row[1])
-            matched = self._fenced(self._batch.take_many(len(rows)), params)
-            if matched == len(rows):
-                taken = set(ids)
-            elif matched == 0:
-                taken = set()
-            else:  # some were lost to another claim: read back which rows hold our token
-                taken = {row[0] for row in self._execute(
-                    self._batch.taken_ids(len(ids)), (*ids, token)).fetchall()}
-        # The UPDATE was fenced on the observed attempt count: each taken row is now at +1.
-        return [self._lease(queue, row, row[1] + 1, token, expires_ms, now_us)
-                for row in rows if row[0] in taken]
+        batch = self._claimer.claim(queue_name, limit, now_us, floor_ms(now_us),
+                                    ceil_ms(now_us + self._lease_us))
+        if batch.leases:
+            self.telemetry.count("claimed", queue_name, len(batch.leases))
+        return batch
 
     # -- lease operations ----------------------------------------------------------------
 
+    @budgeted
     def renew(self, lease: QueueLease) -> Optional[QueueLease]:
         """Extend an owned lease to min(now + lease_duration, claim start +
         max_lease_lifetime). Returns the new lease, or None (and changes nothing) when
@@ -245,6 +148,7 @@ class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
             return None
         return dataclasses.replace(lease, expires_at=from_ms(target_ms))
 
+    @budgeted
     def complete(self, lease: QueueLease) -> bool:
         """Mark an owned lease's job COMPLETED. False (nothing changed) if not owned."""
         done = self._complete_raw(lease, floor_ms(self._now_us()))
@@ -256,6 +160,7 @@ class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
         return self._fenced(self._sql.complete, (now_ms, now_ms, str(lease.job_id),
                                                  lease._token, now_ms)) == 1
 
+    @budgeted
     def complete_many(self, leases: Sequence[QueueLease]) -> List[bool]:
         """Complete a batch of leases, one statement per up to 100 leases; element i of
         the result says whether ``leases[i]`` was acknowledged. Each row is fenced by
@@ -299,8 +204,7 @@ class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
         if self.dialect.update_returning:
             sql = self._batch.complete_many_returning(len(group))
             rows = retrying(self.dialect, self.db,
-                            lambda: self.db.execute_sql(sql, params).fetchall(),
-                            on_retry=transient_retries.increment)
+                            lambda: self.db.execute_sql(sql, params).fetchall())
             return {row[0] for row in rows}
         # Without RETURNING the row count cannot say which leases were stale. The batch
         # runs in a transaction that is kept only when every lease matched; otherwise
@@ -316,11 +220,11 @@ class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
                 return False
             return True
 
-        if retrying(self.dialect, self.db, all_or_nothing,
-                    on_retry=transient_retries.increment):
+        if retrying(self.dialect, self.db, all_or_nothing):
             return set(ids)
         return {str(lease.job_id) for lease in group if self._complete_raw(lease, now_ms)}
 
+    @budgeted
     def fail(self, lease: QueueLease, failure: Failure) -> bool:
         """Record a failed attempt of an owned lease: back to PENDING after the backoff
         delay (rounded up to the millisecond), or DEAD_LETTER when its attempts are used
@@ -347,6 +251,7 @@ class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
             self.telemetry.count(outcome, queue, failure=failure.value)
         return changed
 
+    @budgeted
     def release(self, lease: QueueLease) -> bool:
         """Hand back an owned job that was claimed but never run (a worker stopping
         with prefetched jobs): PENDING again, the claim's attempt given back, its due
@@ -361,6 +266,7 @@ class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
             self.telemetry.count("released", lease.context.queue)
         return released
 
+    @budgeted
     def snooze(self, lease: QueueLease, delay: timedelta) -> bool:
         """Put an owned job back to PENDING due ``delay`` from now (rounded up to the
         millisecond), with the claim's attempt given back and its last failure
@@ -379,9 +285,10 @@ class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
             self.telemetry.count("snoozed", lease.context.queue)
         return snoozed
 
+    @budgeted
     def reclaim_expired(self, queue: str) -> int:
         """Sweep ``queue`` now: expired leases with attempts left become claimable again
         (last failure LEASE_EXPIRED), the others DEAD_LETTER. Returns how many moved."""
         validation.check_queue(queue)
-        dead, reclaimed = self._sweep(queue, floor_ms(self._now_us()))
+        dead, reclaimed = self._claimer.sweep(queue, floor_ms(self._now_us()))
         return dead + reclaimed

@@ -142,6 +142,9 @@ class BatchStatements:
     def claim_returning(self, n: int) -> str:
         return self._get("claim_returning", n)
 
+    def claim_locked(self, n: int) -> str:
+        return self._get("claim_locked", n)
+
     def take_many(self, n: int) -> str:
         return self._get("take_many", n)
 
@@ -209,6 +212,16 @@ class BatchStatements:
             f"AND NOT EXISTS (SELECT 1 FROM {t} WHERE queue = {p} AND state = '{LEASED}' "
             f"AND lease_expires_at <= {p}) "
             f"RETURNING {LEASE_COLUMNS}")
+
+    def _claim_locked(self, n: int) -> str:
+        """The n best due candidates, locked for the claiming transaction; rows another
+        claim holds are skipped, not waited for (where UPDATE ... RETURNING is missing:
+        MariaDB 10.6+, MySQL 8.0.1+). Params: queue, now_ms."""
+        p, t = self._p, JOBS_TABLE
+        return (
+            f"SELECT {LEASE_COLUMNS} FROM {t} WHERE queue = {p} AND state = '{PENDING}' "
+            f"AND available_at <= {p} AND attempts < max_attempts "
+            f"ORDER BY priority, available_at, enqueued_at, id LIMIT {int(n)} {self._lock}")
 
     def _take_many(self, n: int) -> str:
         """The portable claim of n observed candidates: each row only if it is still

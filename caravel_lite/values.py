@@ -7,7 +7,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Optional
+from typing import Optional, Tuple
 
 
 class JobState(str, enum.Enum):
@@ -99,6 +99,21 @@ class QueueLease:
     _token: str = field(repr=False, default="")
     _claimed_at_us: int = field(repr=False, default=0)
     _max_attempts: int = field(repr=False, default=1)
+
+
+@dataclass(frozen=True)
+class ClaimBatch:
+    """What one claim got: ``leases``, best first, and whether it lost every race.
+
+    ``contended`` is True when due jobs were there but another claimer took every one
+    of them first (only the portable claim path, on servers without SKIP LOCKED, can
+    lose a race that way); an empty batch with ``contended`` False means nothing was
+    free to claim. A worker that sees ``contended`` may claim again at once instead of
+    waiting for its poll interval.
+    """
+
+    leases: Tuple[QueueLease, ...]
+    contended: bool
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,29 @@ each child imports this module afresh and opens its own database from the URL)."
 from __future__ import annotations
 
 import multiprocessing
+import os
 from typing import Any, Callable, List
 
+from caravel_lite import dialect as dialect_module
 from caravel_lite import open_database
+from caravel_lite import queue as queue_module
 from tests.contract.jobs import QUEUE, Ping, dispatch, make_queue
 
 TIMEOUT = 120  # generous: the machine is shared with other suites
+CLAIM_PATH_VARIABLE = "CARAVEL_TEST_CLAIM_PATH"
+
+
+def apply_claim_path(setattr_: Callable[[Any, str, Any], None] = setattr) -> None:
+    """Make queues built from now on claim by the portable path when the
+    CARAVEL_TEST_CLAIM_PATH environment variable says ``portable`` (the
+    ``claim_path`` fixture sets it; children of a test call this on start)."""
+    if os.environ.get(CLAIM_PATH_VARIABLE) == "portable":
+        setattr_(queue_module, "dialect_of",
+                 lambda db: dialect_module.dialect_of(db).portable())
 
 
 def _open(url: str):
+    apply_claim_path()
     db = open_database(url)
     db.connect()
     return db

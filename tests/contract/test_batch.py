@@ -12,12 +12,17 @@ import pytest
 
 from caravel_lite import (Failure, JobState, Priority, QueueIdempotencyConflict,
                           open_database)
+from caravel_lite.dialect import ClaimMethod
 from caravel_lite.testing import ManualClock
 from tests.contract import procs
 from tests.contract.jobs import (QUEUE, TENANT, Blob, Ping, dispatch, make_queue, row,
                                  row_count)
 
 TIMEOUT = procs.TIMEOUT
+
+# Every test here runs through the native claim and through the portable one
+# (tests/contract/conftest.py).
+pytestmark = pytest.mark.usefixtures("claim_path")
 
 
 # -- claim_many ---------------------------------------------------------------------------
@@ -110,6 +115,7 @@ def test_threads_claiming_batches_share_out_every_job_once(db, connect):
 
 def _drain_in_batches(url: str, barrier: Any, results: Any) -> None:
     """Child process: claim_many + complete_many until nothing is ready."""
+    procs.apply_claim_path()
     db = open_database(url)
     db.connect()
     done: List[str] = []
@@ -309,8 +315,9 @@ def _scans_jobs_table(backend: str, plan_text: str) -> bool:
 
 
 def test_the_claim_statement_reads_indexes_only(db, backend):
-    """The statement a claim runs on this database (one UPDATE ... RETURNING, or the
-    portable read of candidates plus an expired lease) never scans the table, so
+    """The statement a claim runs on this database (one UPDATE ... RETURNING, the
+    SKIP LOCKED read, or the portable read of candidates plus an expired lease) never
+    scans the table, so
     retained history does not slow it down; checked after history was analysed, and
     on SQLite also without statistics (as most SQLite files live: nothing analyses
     them, while PostgreSQL's autovacuum and InnoDB gather their own)."""
@@ -324,16 +331,20 @@ def test_the_claim_statement_reads_indexes_only(db, backend):
         if analysed:
             _load_history(db, now_ms)
             db.execute_sql(ANALYZE[backend])
-        if queue.dialect.claim_lock is not None:
+        method = queue.dialect.claim_method
+        if method is ClaimMethod.RETURNING:
             sql = queue._batch.claim_returning(10)
             params = (QUEUE, now_ms, "token", now_ms + 1000, now_ms, now_ms, QUEUE, now_ms)
+        elif method is ClaimMethod.LOCKED_READ:
+            sql = queue._batch.claim_locked(10)
+            params = (QUEUE, now_ms)
         else:
             sql = queue._batch.claim_read(10)
             params = (QUEUE, now_ms, QUEUE, now_ms)
         plan = PLANS[backend](db, sql, params)
         assert _claim_index(db) in plan.text, plan.text
         assert not _scans_jobs_table(backend, plan.text), plan.text
-        if queue.dialect.claim_lock is not None:
+        if method is ClaimMethod.RETURNING:
             # the UPDATE finds the picked rows by primary key, not by a state index
             assert "(id=?)" in plan.text or "caravel_jobs_pkey" in plan.text, plan.text
     assert len(queue.claim_many(QUEUE, 1000)) == 300

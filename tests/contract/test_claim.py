@@ -12,6 +12,10 @@ from caravel_lite import Failure, JobContext, JobState, Priority
 from caravel_lite.testing import ManualClock
 from tests.contract.jobs import QUEUE, TENANT, Ping, dispatch, make_queue, row
 
+# Every test here runs through the native claim and through the portable one
+# (tests/contract/conftest.py).
+pytestmark = pytest.mark.usefixtures("claim_path")
+
 
 def _claim_all(queue, name=QUEUE):
     leases = []

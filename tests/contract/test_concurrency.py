@@ -16,6 +16,10 @@ from tests.contract.jobs import QUEUE, TENANT, Ping, dispatch, make_queue, row_c
 THREADS = 8
 TIMEOUT = procs.TIMEOUT
 
+# Every test here runs through the native claim and through the portable one
+# (tests/contract/conftest.py).
+pytestmark = pytest.mark.usefixtures("claim_path")
+
 
 def _in_threads(count: int, action: Callable[[], Any]) -> List[Any]:
     barrier = threading.Barrier(count)

@@ -20,7 +20,6 @@ from typing import Any, List
 import peewee
 
 from caravel_lite import DatabaseQueue, Dispatch, QueueOptions, QueueWorker
-from caravel_lite import queue as queue_module
 from caravel_lite.dialect import open_database, transient_retries
 from caravel_lite.worker import handle_signals
 from tests.faults import jobs
@@ -47,16 +46,13 @@ class PhaseQueue(DatabaseQueue):
     ack_delay = 0.0
 
 
-def _no_retry(dialect: Any, db: Any, action: Any, attempts: int = 5, on_retry: Any = None) -> Any:
-    return action()
-
-
 def _open(args: argparse.Namespace) -> peewee.Database:
     overrides: dict = {}
     if args.busy_ms is not None and args.url.startswith("sqlite"):
         overrides = {"pragmas": {"journal_mode": "wal", "busy_timeout": args.busy_ms},
                      "timeout": args.busy_ms / 1000}
-    if args.no_retry and args.url.startswith("sqlite"):
+    if args.no_retry:
+        # One retry budget per call (caravel_lite.retry): 0 turns every layer off.
         overrides["busy_retries"] = 0
     return open_database(args.url, **overrides)
 
@@ -149,8 +145,6 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--work-ms", type=int, default=0)
     parser.add_argument("--pause-ms", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.no_retry:
-        queue_module.retrying = _no_retry
     try:
         return worker(args) if args.mode == "worker" else enqueue(args)
     except Exception:

@@ -1,0 +1,196 @@
+"""Claiming: how the due jobs of one queue become leases, by the best path the database
+offers (:attr:`caravel_lite.dialect.Dialect.claim_method`).
+
+- RETURNING (SQLite, PostgreSQL): one UPDATE ... RETURNING over the best candidates;
+  PostgreSQL skips rows another claim has locked, SQLite runs it under its one write
+  lock.
+- LOCKED_READ (MariaDB 10.6+, MySQL 8.0.1+): a short transaction reads the best
+  candidates ``FOR UPDATE SKIP LOCKED`` and leases them with one UPDATE.
+- PORTABLE (older servers): a plain read of candidates, then one UPDATE fenced on each
+  row's observed state; a lost race moves on to the next candidates for a bounded
+  number of rounds.
+
+Every path sweeps expired leases of the queue first, and every claim is an attempt.
+"""
+from __future__ import annotations
+
+import secrets
+import uuid
+from typing import Any, List, Sequence, Set, Tuple
+
+import peewee
+
+from caravel_lite.clock import from_ms
+from caravel_lite.dialect import ClaimMethod, Dialect
+from caravel_lite.observability import Telemetry, logger
+from caravel_lite.retry import retrying
+from caravel_lite.statements import BatchStatements, Statements
+from caravel_lite.values import ClaimBatch, Failure, JobContext, QueueLease
+
+# How many due candidates one portable claim round reads beyond the limit; losing the
+# race for one moves on to the next, and a claim gives up after CLAIM_ROUNDS rounds.
+CANDIDATES = 4
+CLAIM_ROUNDS = 3
+
+
+def _claim_order(row: Sequence[Any]) -> Tuple[Any, ...]:
+    # (id, attempts, tenant, wire, payload, max_attempts, priority, available_at,
+    # enqueued_at): priority, due time, enqueue time, then id as the tie-breaker.
+    return (row[6], row[7], row[8], row[0])
+
+
+class Claimer:
+    """Leases jobs and sweeps expired leases for one :class:`DatabaseQueue` (its
+    database, dialect, prepared statements and telemetry)."""
+
+    def __init__(self, db: peewee.Database, dialect: Dialect, sql: Statements,
+                 batch: BatchStatements, telemetry: Telemetry) -> None:
+        self.db = db
+        self.dialect = dialect
+        self._sql = sql
+        self._batch = batch
+        self.telemetry = telemetry
+        self._claim = {ClaimMethod.RETURNING: self._claim_returning,
+                       ClaimMethod.LOCKED_READ: self._claim_locked,
+                       ClaimMethod.PORTABLE: self._claim_portable}[dialect.claim_method]
+
+    def _fenced(self, sql: str, params: Sequence[Any]) -> int:
+        """Run a conditional UPDATE, retrying lock conflicts; returns rows matched."""
+        return retrying(self.dialect, self.db,
+                        lambda: self.db.execute_sql(sql, params).rowcount)
+
+    def _rows(self, sql: str, params: Sequence[Any]) -> List[Sequence[Any]]:
+        return self.db.execute_sql(sql, params).fetchall()
+
+    # -- the sweep of expired leases ----------------------------------------------------
+
+    def sweep(self, queue_name: str, now_ms: int) -> Tuple[int, int]:
+        """Dead-letter expired leases with no attempts left; make the others claimable.
+        A plain read first, so the usual case takes no write lock."""
+        if self.db.execute_sql(self._sql.expired_exists,
+                               (queue_name, now_ms)).fetchone() is None:
+            return 0, 0
+        return self.sweep_expired(queue_name, now_ms)
+
+    def sweep_expired(self, queue_name: str, now_ms: int) -> Tuple[int, int]:
+        dead = self._fenced(self._sql.sweep_exhausted, (now_ms, now_ms, queue_name, now_ms))
+        reclaimed = self._fenced(self._sql.sweep_reclaimable, (now_ms, queue_name, now_ms))
+        if dead:
+            self.telemetry.count("deadlettered", queue_name, dead,
+                                 Failure.ATTEMPTS_EXHAUSTED.value)
+            logger.warning("%d expired lease(s) on queue %s dead-lettered: attempts exhausted",
+                           dead, queue_name)
+        return dead, reclaimed
+
+    # -- claiming ---------------------------------------------------------------------
+
+    def claim(self, queue_name: str, limit: int, now_us: int, now_ms: int,
+              expires_ms: int) -> ClaimBatch:
+        """Up to ``limit`` leases, best first (inputs already validated)."""
+        return self._claim(queue_name, limit, now_us, now_ms, expires_ms)
+
+    def _lease(self, queue_name: str, row: Sequence[Any], attempt: int, token: str,
+               expires_ms: int, now_us: int) -> QueueLease:
+        job_id, _, tenant_id, wire_name, payload, max_attempts = row[:6]
+        ident = uuid.UUID(job_id)
+        return QueueLease(ident, attempt, from_ms(expires_ms),
+                          JobContext(ident, queue_name, tenant_id, attempt), wire_name,
+                          payload, token, now_us, max_attempts)
+
+    def _claim_returning(self, queue_name: str, limit: int, now_us: int, now_ms: int,
+                         expires_ms: int) -> ClaimBatch:
+        """One UPDATE ... RETURNING takes the best due rows. It claims nothing while the
+        queue holds an expired lease; then the sweep runs and the claim is repeated
+        once. Rows skipped as locked belong to another claim that is taking them, so
+        an empty answer means nothing was free: never ``contended``."""
+        sql = self._batch.claim_returning(limit)
+        for _ in range(2):
+            token = secrets.token_hex(16)
+            params = (queue_name, now_ms, token, expires_ms, now_ms, now_ms, queue_name,
+                      now_ms)
+            rows = retrying(self.dialect, self.db, lambda: self._rows(sql, params))
+            if rows:
+                rows.sort(key=_claim_order)
+                # RETURNING shows the row after the update: attempts counts this claim.
+                return ClaimBatch(tuple(self._lease(queue_name, row, row[1], token,
+                                                    expires_ms, now_us) for row in rows),
+                                  False)
+            if self.sweep(queue_name, now_ms) == (0, 0):
+                break
+        return ClaimBatch((), False)
+
+    def _claim_locked(self, queue_name: str, limit: int, now_us: int, now_ms: int,
+                      expires_ms: int) -> ClaimBatch:
+        """Sweep if a lease expired, then one short transaction: read the best due rows
+        ``FOR UPDATE SKIP LOCKED`` and lease them. The rows stay locked by this
+        transaction from the read to the commit, so the UPDATE takes every one of them;
+        it is still fenced like the portable path's, which makes a surprise visible
+        instead of silent. Like RETURNING, never ``contended``."""
+        self.sweep(queue_name, now_ms)
+        read = self._batch.claim_locked(limit)
+
+        def transaction() -> List[QueueLease]:
+            with self.db.atomic():
+                rows = self._rows(read, (queue_name, now_ms))
+                if not rows:
+                    return []
+                return self._take(queue_name, sorted(rows, key=_claim_order), now_us,
+                                  now_ms, expires_ms)
+
+        return ClaimBatch(tuple(retrying(self.dialect, self.db, transaction)), False)
+
+    def _claim_portable(self, queue_name: str, limit: int, now_us: int, now_ms: int,
+                        expires_ms: int) -> ClaimBatch:
+        """Read the best due candidates (and whether any lease expired) in one
+        statement, then take them with one UPDATE fenced on each row's observed state;
+        a lost race moves on to the next candidates, for a bounded number of rounds.
+        ``contended`` when candidates were seen and every one was lost."""
+        read = self._batch.claim_read(limit + CANDIDATES - 1)
+        leases: List[QueueLease] = []
+        tried: Set[str] = set()
+        swept = False
+        params = (queue_name, now_ms, queue_name, now_ms)
+        for _ in range(CLAIM_ROUNDS):
+            rows = self._rows(read, params)
+            if not swept and any(row[0] == 1 for row in rows):
+                swept = True
+                self.sweep_expired(queue_name, now_ms)
+                rows = self._rows(read, params)
+            candidates = sorted((row[1:] for row in rows if row[0] == 0
+                                 and row[1] not in tried), key=_claim_order)
+            if not candidates:
+                break
+            while candidates and len(leases) < limit:
+                batch = candidates[:limit - len(leases)]
+                del candidates[:len(batch)]
+                tried.update(row[0] for row in batch)
+                leases += self._take(queue_name, batch, now_us, now_ms, expires_ms)
+            if len(leases) >= limit:
+                break
+        return ClaimBatch(tuple(leases), bool(tried) and not leases)
+
+    def _take(self, queue_name: str, rows: List[Sequence[Any]], now_us: int, now_ms: int,
+              expires_ms: int) -> List[QueueLease]:
+        """Lease the observed candidate ``rows`` with one UPDATE fenced on each row's
+        state and attempt count; returns the leases of the rows it took."""
+        token = secrets.token_hex(16)
+        if len(rows) == 1:
+            job_id, attempts = rows[0][0], rows[0][1]
+            taken = {job_id} if self._fenced(self._sql.take, (
+                token, expires_ms, now_ms, now_ms, job_id, attempts, now_ms)) == 1 else set()
+        else:
+            ids = [row[0] for row in rows]
+            params: List[Any] = [token, expires_ms, now_ms, now_ms, *ids, now_ms]
+            for row in rows:
+                params += (row[0], row[1])
+            matched = self._fenced(self._batch.take_many(len(rows)), params)
+            if matched == len(rows):
+                taken = set(ids)
+            elif matched == 0:
+                taken = set()
+            else:  # some were lost to another claim: read back which rows hold our token
+                taken = {row[0] for row in self._rows(self._batch.taken_ids(len(ids)),
+                                                      (*ids, token))}
+        # The UPDATE was fenced on the observed attempt count: each taken row is now at +1.
+        return [self._lease(queue_name, row, row[1] + 1, token, expires_ms, now_us)
+                for row in rows if row[0] in taken]

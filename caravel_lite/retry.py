@@ -1,0 +1,169 @@
+"""One retry policy: how often, and for how long, one call of the library repeats a
+statement that met a lock conflict.
+
+Which errors are worth repeating is the dialect's call
+(:meth:`caravel_lite.dialect.Dialect.is_transient`). How many times and for how long is
+decided here, once per public call (a claim, a renewal, an acknowledgement, an
+enqueue): SQLite's busy handling in :func:`caravel_lite.dialect.open_database`'s
+databases and the queue's repeat of a fenced statement draw on the same
+:class:`CallBudget`, so two layers never multiply each other's retries.
+"""
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, Optional, TypeVar
+
+import peewee
+
+from caravel_lite.errors import DatabaseBusy
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """The retry budget of one call.
+
+    - ``retries``: how many times a statement may be repeated after its first attempt,
+      in all, whichever layer repeats it; 0 means never.
+    - ``window``: seconds; no repeat starts later than this after the call began.
+    - ``first_pause`` / ``pause_cap``: the randomised pause before a repeat starts at
+      ``first_pause`` and doubles up to ``pause_cap`` (jitter: 0.5x to 1.5x).
+
+    One call therefore blocks at most ``window`` + one lock wait (SQLite's
+    ``busy_timeout``, the server's lock wait timeout) + 1.5 x ``pause_cap``
+    (:meth:`worst_case`).
+    """
+
+    retries: int = 20
+    window: float = 2.0
+    first_pause: float = 0.002
+    pause_cap: float = 0.1
+
+    def worst_case(self, lock_wait: float) -> float:
+        """The longest one call can block, in seconds, when each attempt can wait up to
+        ``lock_wait`` seconds for a lock."""
+        return self.window + lock_wait + 1.5 * self.pause_cap
+
+
+DEFAULT_POLICY = RetryPolicy()
+
+
+def policy_of(db: peewee.Database) -> RetryPolicy:
+    """The policy a database was opened with (:func:`open_database` sets
+    ``db.retry_policy``), else the default."""
+    policy = getattr(db, "retry_policy", None)
+    return policy if isinstance(policy, RetryPolicy) else DEFAULT_POLICY
+
+
+class TransientCounter:
+    """Counts transient errors retried, per process (read by tests and reports)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.value = 0
+
+    def increment(self) -> None:
+        with self._lock:
+            self.value += 1
+
+
+transient_retries = TransientCounter()
+
+
+class CallBudget:
+    """What one call has left of its policy: repeats and time."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.started = time.monotonic()
+        self.retries = 0
+        self._pause = policy.first_pause
+
+    @property
+    def attempts(self) -> int:
+        return self.retries + 1
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def spend(self) -> bool:
+        """Pause and return True when one more attempt may start; False once the budget
+        is used up (nothing is spent then)."""
+        if self.retries >= self.policy.retries or self.elapsed() >= self.policy.window:
+            return False
+        self.retries += 1
+        transient_retries.increment()
+        time.sleep(self._pause * (0.5 + random.random()))
+        self._pause = min(self._pause * 2, self.policy.pause_cap)
+        return True
+
+    def describe(self) -> str:
+        return (f"after {self.attempts} attempt(s) over {self.elapsed() * 1000:.0f} ms "
+                f"(the call's retry budget: {self.policy.retries} retries within "
+                f"{self.policy.window:g} s)")
+
+
+_active = threading.local()
+
+
+@contextlib.contextmanager
+def call_budget(db: peewee.Database) -> Iterator[CallBudget]:
+    """The budget of the call running on ``db`` in this thread: the one already open
+    (a nested statement shares its caller's), else a fresh one for the duration."""
+    budgets: Dict[int, CallBudget] = getattr(_active, "budgets", None) or {}
+    _active.budgets = budgets
+    current = budgets.get(id(db))
+    if current is not None:
+        yield current
+        return
+    budget = budgets[id(db)] = CallBudget(policy_of(db))
+    try:
+        yield budget
+    finally:
+        del budgets[id(db)]
+
+
+def budgeted(method: Callable[..., T]) -> Callable[..., T]:
+    """Run a method of an object with a ``db`` attribute as one call: every statement
+    it runs (and every layer that repeats one) shares one budget."""
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> T:
+        with call_budget(self.db):
+            return method(self, *args, **kwargs)
+    wrapper.__name__ = method.__name__
+    wrapper.__qualname__ = method.__qualname__
+    wrapper.__doc__ = method.__doc__
+    wrapper.__wrapped__ = method  # type: ignore[attr-defined]
+    return wrapper
+
+
+def retrying(dialect: Any, db: peewee.Database, action: Callable[[], T],
+             on_retry: Optional[Callable[[], None]] = None) -> T:
+    """Run ``action`` (one statement, or one whole short transaction), repeating it on a
+    transient lock conflict while the call's budget lasts; then raise
+    :class:`DatabaseBusy` (still a ``peewee.OperationalError``) saying so.
+
+    Only outside the caller's transaction: inside one, a deadlock has already rolled
+    the caller's work back and repeating our statement alone would be wrong, so the
+    error is raised as it is.
+    """
+    with call_budget(db) as budget:
+        while True:
+            try:
+                return action()
+            except DatabaseBusy:
+                raise  # its layer already spent this call's budget
+            except peewee.DatabaseError as exc:
+                if db.in_transaction() or not dialect.is_transient(exc):
+                    raise
+                if not budget.spend():
+                    raise DatabaseBusy(
+                        f"lock conflict not resolved {budget.describe()}: "
+                        f"{type(exc).__name__}: {exc}; the statement changed nothing and "
+                        f"may be repeated") from exc
+                if on_retry is not None:
+                    on_retry()
