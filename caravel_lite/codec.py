@@ -18,7 +18,7 @@ import sys
 import types
 import typing
 import uuid
-from typing import Any, FrozenSet, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Optional, Tuple
 
 from caravel_lite.errors import InvalidField
 
@@ -71,8 +71,8 @@ def _float_hint(hint: Any) -> bool:
 def _item_hint(hint: Any, index: int) -> Any:
     """The annotation of a list, tuple or dict item under ``hint`` (Any if unknown)."""
     if typing.get_origin(hint) in _UNION_TYPES:
-        args = [a for a in typing.get_args(hint) if a is not _NONE]
-        hint = args[0] if len(args) == 1 else Any
+        options = [a for a in typing.get_args(hint) if a is not _NONE]
+        hint = options[0] if len(options) == 1 else Any
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (list, typing.List) and len(args) == 1:
         return args[0]
@@ -149,7 +149,7 @@ def _to_plain(value: Any, depth: int, path: str, hint: Any = Any) -> Any:
     raise InvalidField("payload", f"{path}: values of type {type(value).__name__} are not supported")
 
 
-def _field_hints(cls: type) -> dict:
+def _field_hints(cls: type) -> Dict[str, Any]:
     """The resolved annotations of a dataclass; {} when they cannot be resolved (the
     values are then encoded without them, and the round-trip proof decides)."""
     try:
@@ -182,8 +182,9 @@ def encode(job: Any) -> str:
 
 _NONE = type(None)
 _SCALARS = (str, int, float, bool)
-_ANY_SCALAR = frozenset(_SCALARS + (_NONE,))
-_PLANS: dict = {}  # job type -> plan or None, filled on first use
+_ANY_SCALAR: FrozenSet[type] = frozenset(_SCALARS + (_NONE,))
+Plan = Tuple[Tuple[str, FrozenSet[type]], ...]
+_PLANS: Dict[type, Optional[Plan]] = {}  # job type -> plan or None, filled on first use
 
 
 def _exact_types(hint: Any) -> Optional[FrozenSet[type]]:
@@ -202,22 +203,23 @@ def _exact_types(hint: Any) -> Optional[FrozenSet[type]]:
     return None
 
 
-def _scalar_plan(job_type: type) -> Optional[Tuple[Tuple[str, FrozenSet[type]], ...]]:
+def _scalar_plan(job_type: type) -> Optional[Plan]:
     """((field name, accepted exact types), ...) when every field of ``job_type`` is a
     scalar the constructor takes (no init=False field, no InitVar), else None."""
     try:
         return _PLANS[job_type]
     except KeyError:
         pass
-    plan = None
+    plan: Optional[Plan] = None
     try:
         fields = dataclasses.fields(job_type)
-        if (len(fields) == len(job_type.__dataclass_fields__)
+        if (len(fields) == len(getattr(job_type, "__dataclass_fields__"))
                 and all(f.init for f in fields)):
             hints = _hints(job_type)
-            kinds = tuple((f.name, _exact_types(hints.get(f.name, Any))) for f in fields)
-            if all(types_ is not None for _, types_ in kinds):
-                plan = kinds
+            kinds = [(f.name, _exact_types(hints.get(f.name, Any))) for f in fields]
+            plan = tuple((name, types_) for name, types_ in kinds if types_ is not None)
+            if len(plan) != len(kinds):
+                plan = None
     except Exception:  # unresolvable annotations and the like: the general path decides
         plan = None
     _PLANS[job_type] = plan
@@ -266,7 +268,7 @@ def same_job(decoded: Any, job: Any) -> bool:
     if type(decoded) is not type(job):
         return False
     if getattr(type(job), "__dataclass_params__").eq:
-        return decoded == job
+        return bool(decoded == job)
     return dataclasses.astuple(decoded) == dataclasses.astuple(job)
 
 
@@ -278,7 +280,7 @@ def _fail(path: str, expected: str) -> PayloadDecodeError:
     return PayloadDecodeError(f"{path}: expected {expected}")
 
 
-_UNION_TYPES: tuple = (typing.Union,)
+_UNION_TYPES: Tuple[Any, ...] = (typing.Union,)
 if sys.version_info >= (3, 10):
     _UNION_TYPES = (typing.Union, types.UnionType)
 
@@ -327,7 +329,7 @@ def _from_plain(tp: Any, data: Any, path: str) -> Any:
                 for i, (k, v) in enumerate(data.items())}
     if origin is not None:
         raise _fail(path, f"a supported type (not {tp})")
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _decode_dataclass(tp, data, path)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         try:
@@ -370,12 +372,12 @@ def _from_plain(tp: Any, data: Any, path: str) -> Any:
         return value
     if tp is dt.datetime:
         try:
-            value = dt.datetime.fromisoformat(data)
+            instant = dt.datetime.fromisoformat(data)
         except (ValueError, TypeError):
             raise _fail(path, "an ISO 8601 datetime") from None
-        if value.tzinfo is None:
+        if instant.tzinfo is None:
             raise _fail(path, "an aware datetime")
-        return value
+        return instant
     if tp is dt.date:
         try:
             return dt.date.fromisoformat(data)
@@ -384,10 +386,10 @@ def _from_plain(tp: Any, data: Any, path: str) -> Any:
     raise _fail(path, f"a supported type (not {tp!r})")
 
 
-_HINTS: dict = {}
+_HINTS: Dict[type, Dict[str, Any]] = {}
 
 
-def _hints(cls: type) -> dict:
+def _hints(cls: type) -> Dict[str, Any]:
     hints = _HINTS.get(cls)
     if hints is None:
         hints = typing.get_type_hints(cls)

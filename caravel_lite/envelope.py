@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from caravel_lite import codec, validation
 from caravel_lite.clock import ceil_ms, floor_ms, to_micros
@@ -88,7 +88,7 @@ def _prove_round_trip(job_type: type, job: Any, payload: str) -> None:
                            f"cannot restore (use a precise annotation)")
 
 
-def stored_match(envelope: Envelope, row: tuple, where: str) -> uuid.UUID:
+def stored_match(envelope: Envelope, row: Tuple[Any, ...], where: str) -> uuid.UUID:
     """The id of a stored row ``(id, wire_name, payload)`` holding the same idempotency
     key, when it holds the same job; otherwise :class:`QueueIdempotencyConflict`.
     ``where`` says what holds the key ("enqueued", "staged")."""

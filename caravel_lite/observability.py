@@ -4,6 +4,7 @@ never a tenant, key, payload or exception text."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import math
 import time
@@ -14,12 +15,19 @@ logger = logging.getLogger("caravel_lite")
 COUNTERS = ("accepted", "deduplicated", "claimed", "completed", "failed", "retried",
             "deadlettered", "replayed", "lease_lost", "released", "snoozed")
 
-try:  # OpenTelemetry is optional (extra "otel"); without it every call is a no-op.
-    from opentelemetry import metrics as _otel_metrics
-    from opentelemetry import trace as _otel_trace
-except ImportError:  # pragma: no cover - exercised only where the API is absent
-    _otel_metrics = None
-    _otel_trace = None
+
+
+def _optional(module: str) -> Any:
+    """The module, or None where it is not installed."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:  # pragma: no cover - exercised only where the API is absent
+        return None
+
+
+# OpenTelemetry is optional (extra "otel"); without it every call is a no-op.
+_otel_metrics: Any = _optional("opentelemetry.metrics")
+_otel_trace: Any = _optional("opentelemetry.trace")
 
 
 class Telemetry:

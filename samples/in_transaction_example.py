@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from typing import Any
 
 import peewee
 
-from caravel_lite import (DatabaseQueue, Dispatch, JobContext, JobRegistry, QueueWorker,
-                          migrate, open_database)
+from caravel_lite import (DatabaseQueue, Dispatch, EnqueueResult, JobContext, JobRegistry,
+                          QueueWorker, migrate, open_database)
 
 registry = JobRegistry()
 
@@ -32,7 +33,7 @@ def ship_order(job: ShipOrder, ctx: JobContext) -> None:
     print(f"  handler: shipping order {job.order_id} (tenant {ctx.tenant_id})")
 
 
-def order_model(db: peewee.Database):
+def order_model(db: peewee.Database) -> Any:  # a model class bound to db
     class Order(peewee.Model):
         item = peewee.CharField()
 
@@ -42,7 +43,8 @@ def order_model(db: peewee.Database):
     return Order
 
 
-def place_order(db, queue, Order, item: str, fail: bool = False):
+def place_order(db: peewee.Database, queue: DatabaseQueue, Order: Any, item: str,
+                fail: bool = False) -> EnqueueResult:
     # SQLite: IMMEDIATE takes the write lock at BEGIN (see docs/OUTBOX.md).
     with db.atomic("IMMEDIATE"):
         order = Order.create(item=item)
@@ -62,12 +64,12 @@ def main() -> None:
             db.close()
 
 
-def jobs(queue) -> int:
+def jobs(queue: DatabaseQueue) -> int:
     counts = queue.counts("shipping")
     return counts.ready + counts.delayed + counts.active_leases + counts.completed
 
 
-def run(db) -> None:
+def run(db: peewee.Database) -> None:
     migrate(db)
     Order = order_model(db)
     db.create_tables([Order])
@@ -87,6 +89,7 @@ def run(db) -> None:
     print("3. the worker")
     QueueWorker(queue).run_once("shipping")
     status = queue.status(result.job_id, queue="shipping", tenant_id="acme")
+    assert status is not None
     print(f"  job state={status.state.value}")
 
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from typing import Any
 
 import peewee
 
 from caravel_lite import (DatabaseQueue, Dispatch, JobContext, JobRegistry, OutboxRelay,
-                          QueueOutbox, QueueWorker, migrate, open_database)
+                          QueueOutbox, QueueWorker, StageResult, migrate, open_database)
 
 registry = JobRegistry()
 
@@ -39,7 +40,7 @@ def send_welcome_email(job: SendWelcomeEmail, ctx: JobContext) -> None:
           f"(tenant {ctx.tenant_id}, attempt {ctx.attempt})")
 
 
-def customer_model(db: peewee.Database):
+def customer_model(db: peewee.Database) -> Any:  # a model class bound to db
     class Customer(peewee.Model):
         email = peewee.CharField()
         tenant_id = peewee.CharField()
@@ -50,8 +51,8 @@ def customer_model(db: peewee.Database):
     return Customer
 
 
-def sign_up(app_db, outbox, Customer, email: str, tenant: str, request_id: str,
-            fail: bool = False):
+def sign_up(app_db: peewee.Database, outbox: QueueOutbox, Customer: Any, email: str,
+            tenant: str, request_id: str, fail: bool = False) -> StageResult:
     """One unit of work: the business row and the job intent in one transaction."""
     # SQLite: take the write lock up front, so the transaction cannot fail half-way
     # because another writer got in between its first read and its first write.
@@ -75,7 +76,7 @@ def main() -> None:
             queue_db.close()
 
 
-def run(app_db, queue_db) -> None:
+def run(app_db: peewee.Database, queue_db: peewee.Database) -> None:
     # Schemas are applied deliberately, never on startup: the outbox table in the
     # application database, the jobs table in the queue database.
     migrate(app_db)
@@ -115,11 +116,13 @@ def run(app_db, queue_db) -> None:
           f"dispatched={status.dispatched}, set_aside={status.set_aside}")
     print(f"  a second pass marks {relay.run_once()}")
     job = queue.status(staged.outbox_id, queue="emails", tenant_id="acme")
-    print(f"  found the job under the outbox id: {job is not None}; state={job.state.value}")
+    print(f"  found the job under the outbox id: {job is not None}; "
+          f"state={job.state.value if job is not None else None}")
 
     print("5. the worker")
     QueueWorker(queue).run_once("emails")
     job = queue.status(staged.outbox_id, queue="emails", tenant_id="acme")
+    assert job is not None
     print(f"  job state={job.state.value}")
 
 
