@@ -23,6 +23,8 @@ COMMANDS: Sequence[str] = (
     "check",
     "worker",
     "relay",
+    "scheduler",
+    "schedules",
 )
 
 PROG = "caravel-lite"

@@ -44,6 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           "(default off; with a JobRegistry)")
     cmd.add_argument("--poll-interval", type=float, default=1.0, metavar="S",
                      help="seconds to wait when the queue is empty (default 1)")
+    cmd.add_argument("--scheduler", default=None, metavar="MODULE:ATTR",
+                     help="also run this QueueScheduler (or a callable returning one) on a "
+                          "thread of its own in this process; it stops with the worker")
     common.add_log_level_argument(cmd)
     cmd.set_defaults(run=run)
 
@@ -69,6 +72,7 @@ def _option_flags(args: argparse.Namespace) -> List[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from caravel_lite.cli.scheduler import start_beside
     from caravel_lite.worker import QueueWorker, handle_signals
 
     try:
@@ -85,11 +89,18 @@ def run(args: argparse.Namespace) -> int:
         check_schema(queue.db)
         common.configure_logging(args.log_level)
         stop = threading.Event()
+        beside = start_beside(args, args.scheduler, stop)
         try:
             with handle_signals(stop):
                 worker.run(args.queue_name, stop=stop)
         except peewee.PeeweeException as exc:
             raise common.CommandFailed(f"worker faulted: {common.described(exc)}") from exc
+        finally:
+            stop.set()  # the scheduler stops with the worker, whatever ended it
+            for thread in beside:
+                thread.join()
+        for thread in beside:
+            thread.raise_fault()  # a scheduler fault stopped the worker: exit 1
     finally:
         common.close_quietly(queue.db)
     return common.OK

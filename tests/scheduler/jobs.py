@@ -73,3 +73,15 @@ def build_scheduler() -> QueueScheduler:
     scheduler.cron("nightly", "0 2 * * *", Tick(2), queue=QUEUE, tenant_id=TENANT,
                    timezone="Europe/Berlin")
     return scheduler
+
+
+def scheduler_from_env() -> QueueScheduler:
+    """A scheduler over SCHEDULER_TEST_URL (a database other than the worker's)."""
+    import os
+    db = open_database(os.environ["SCHEDULER_TEST_URL"])
+    scheduler = QueueScheduler(make_queue(db))
+    scheduler.every("heartbeat", timedelta(seconds=1), Tick(1), queue=QUEUE, tenant_id=TENANT)
+    return scheduler
+
+
+not_a_scheduler = registry

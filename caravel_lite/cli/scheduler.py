@@ -1,0 +1,120 @@
+"""``caravel-lite scheduler MODULE:ATTR``: enqueue the application's recurring jobs until
+SIGTERM or SIGINT.
+
+``MODULE:ATTR`` names the application's QueueScheduler, or a callable returning one
+(called once, without arguments); the scheduler brings its queue and database. Run as
+many as you like, on as many machines: they converge on one job per slot. With
+``--once``, one pass and exit, printing ``{"enqueued": N}`` (for an external cron).
+
+Exit codes: 0 after a clean stop; 1 when the schema is not migrated, the database
+failed, or (with --once) a slot's job exists with another payload; 2 for bad
+arguments. Always one line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+from typing import List, Optional
+
+import peewee
+
+from caravel_lite.cli import common
+from caravel_lite.migrator import check_schema
+from caravel_lite.scheduler import QueueScheduler
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    cmd = subparsers.add_parser("scheduler", help="enqueue recurring jobs until SIGTERM/SIGINT",
+                                description=__doc__.replace("``", ""),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    cmd.add_argument("target", metavar="MODULE:ATTR",
+                     help="the application's QueueScheduler or a callable returning one, "
+                          "e.g. myapp.schedules:scheduler")
+    cmd.add_argument("--once", action="store_true",
+                     help="enqueue what is due now, print {\"enqueued\": N} and exit")
+    common.add_log_level_argument(cmd)
+    cmd.set_defaults(run=run)
+
+
+def load_scheduler(args: argparse.Namespace, spec: str) -> QueueScheduler:
+    """The QueueScheduler named by ``spec`` (or returned by the callable it names); its
+    database's password is masked in everything the command writes."""
+    target = common.load_target(spec)
+    if callable(target) and not isinstance(target, (type, QueueScheduler)):
+        target = target()  # a factory; a class is never instantiated on the user's behalf
+    if not isinstance(target, QueueScheduler):
+        raise common.UsageError(f"{spec} is a {type(target).__name__}; expected a "
+                                "caravel_lite.QueueScheduler or a callable returning one")
+    common.masker_of(args).add_secret(
+        getattr(target.queue.db, "connect_params", {}).get("password"))
+    return target
+
+
+def run(args: argparse.Namespace) -> int:
+    from caravel_lite.worker import handle_signals
+
+    scheduler = load_scheduler(args, args.target)
+    db = scheduler.queue.db
+    try:
+        check_schema(db)
+        common.configure_logging(args.log_level)
+        try:
+            if args.once:
+                print(json.dumps({"enqueued": scheduler.run_once()}))
+                return common.OK
+            stop = threading.Event()
+            with handle_signals(stop):
+                scheduler.run(stop=stop)
+        except peewee.PeeweeException as exc:
+            raise common.CommandFailed(f"scheduler faulted: {common.described(exc)}") from exc
+    finally:
+        common.close_quietly(db)
+    return common.OK
+
+
+class SchedulerThread:
+    """``scheduler.run(stop)`` on a thread of its own beside a worker: a fault sets
+    ``stop`` too (so the worker stops) and is kept in ``error`` for the command to
+    report."""
+
+    def __init__(self, scheduler: QueueScheduler, stop: threading.Event) -> None:
+        self.scheduler = scheduler
+        self.stop = stop
+        self.error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._main, name="caravel-scheduler",
+                                        daemon=True)
+
+    def _main(self) -> None:
+        try:
+            self.scheduler.run(stop=self.stop)
+        except BaseException as exc:  # reported by the command after the worker stops
+            self.error = exc
+            self.stop.set()
+        finally:
+            common.close_quietly(self.scheduler.queue.db)  # this thread's connection
+
+    def start(self) -> "SchedulerThread":
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float = 30.0) -> None:
+        """Wait for the thread to end (``stop`` must be set)."""
+        self._thread.join(timeout)
+
+    def raise_fault(self) -> None:
+        """Raise CommandFailed if the scheduler faulted."""
+        if self.error is not None:
+            raise common.CommandFailed(
+                f"scheduler faulted: {common.described(self.error)}") from self.error
+
+
+def start_beside(args: argparse.Namespace, spec: Optional[str],
+                 stop: threading.Event) -> List[SchedulerThread]:
+    """For ``worker --scheduler MODULE:ATTR``: the scheduler, checked against its schema
+    and started on its own thread with the worker's stop event (none without a spec)."""
+    if spec is None:
+        return []
+    scheduler = load_scheduler(args, spec)
+    check_schema(scheduler.queue.db)
+    return [SchedulerThread(scheduler, stop).start()]
