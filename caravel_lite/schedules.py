@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from datetime import timezone as dt_timezone
-from typing import List, Optional, Union
+from typing import List, Optional, Tuple, Union
 
 from caravel_lite import codec
 from caravel_lite.clock import duration_micros, from_ms
@@ -227,7 +227,7 @@ def check_catch_up(value: object, interval_ms: Optional[int]) -> Optional[int]:
     return micros
 
 
-def snapshot(registry: JobRegistry, job: object) -> tuple:
+def snapshot(registry: JobRegistry, job: object) -> Tuple[str, type, str]:
     """(wire name, job type, canonical payload) of ``job``, refused when over 1 MiB or
     when the payload would not decode back to the same job."""
     definition = registry.for_job(job)

@@ -24,7 +24,7 @@ from caravel_lite.migrator import check_schema
 from caravel_lite.scheduler import QueueScheduler
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     cmd = subparsers.add_parser("scheduler", help="enqueue recurring jobs until SIGTERM/SIGINT",
                                 description=__doc__.replace("``", ""),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

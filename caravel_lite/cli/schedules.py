@@ -20,7 +20,7 @@ from caravel_lite.schedule_lookup import HORIZON
 from caravel_lite.scheduler import ScheduleStatus
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     cmd = subparsers.add_parser("schedules", help="list schedules, their last and next slots",
                                 description=__doc__.replace("``", ""),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
