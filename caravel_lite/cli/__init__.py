@@ -32,7 +32,7 @@ PROG = "caravel-lite"
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = common.Parser(
-        prog=prog, description="caravel_lite: migrate, check and run workers and relays",
+        prog=prog, description="caravel_lite: migrate, check and run workers, relays and schedulers",
         epilog=f"Database URLs default to ${common.DATABASE_ENV} (and "
                f"${common.APP_DATABASE_ENV} for the relay's application database), which "
                f"keeps passwords out of `ps` and shell history. Exit codes: 0 ok, 1 "

@@ -340,3 +340,20 @@ def test_status_reads_the_last_slot_from_the_database(db, connect):
     assert scheduler.queue.complete(lease)
     assert elsewhere.status()[0].last_job_state == JobState.COMPLETED.value
     elsewhere.queue.db.close()
+
+
+def test_with_an_inline_queue_each_slot_runs_in_the_calling_thread(db):
+    from caravel_lite import JobRegistry
+    from caravel_lite.testing import InlineQueue
+    seen: List[int] = []
+    local = JobRegistry()
+    local.register("scheduled.seen.v1", Tick, lambda job, ctx: seen.append(job.n))
+    clock = ManualClock(T0)
+    scheduler = QueueScheduler(InlineQueue(db, local, clock=clock))
+    scheduler.every("inline", MINUTE, Tick(7), queue=QUEUE, tenant_id=TENANT)
+    assert scheduler.run_once() == 1
+    clock.advance(MINUTE)
+    assert scheduler.run_once() == 1
+    assert seen == [7, 7]
+    assert sorted(set(r[0] for r in db.execute_sql("SELECT state FROM caravel_jobs").fetchall())) == [
+        JobState.COMPLETED.value]
