@@ -162,3 +162,11 @@ def test_latest_and_next_bracket_now_with_nothing_between(zone, expr, now):
     minute = expr.split()[-5]
     if not skipped and minute.isdigit():
         assert local.minute == int(minute)
+
+
+def test_a_skipped_day_runs_once_when_the_calendar_jumps():
+    # Samoa skipped 30 December 2011: noon that day runs at the jump, 31 Dec 00:00 local.
+    found = occurrences("0 12 * * *", "Pacific/Apia", datetime(2011, 12, 29, 12, tzinfo=UTC),
+                        datetime(2011, 12, 31, 12, tzinfo=UTC))
+    local = [at.astimezone(ZoneInfo("Pacific/Apia")).strftime("%Y-%m-%d %H:%M") for at in found]
+    assert local == ["2011-12-29 12:00", "2011-12-31 00:00", "2011-12-31 12:00"]
