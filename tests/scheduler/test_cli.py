@@ -6,12 +6,16 @@ import json
 import signal
 from datetime import timedelta
 
+import pytest
+
 from caravel_lite import DatabaseQueue, JobState, QueueScheduler
 from tests.cli import procs
 from tests.scheduler.jobs import QUEUE, TENANT, Tick, job_count, keys, registry
 from tests.support import wait_for
 
 TARGET = "tests.scheduler.jobs:build_scheduler"
+
+pytestmark = pytest.mark.slow  # real processes
 
 
 def states(db) -> list:

@@ -9,6 +9,8 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Any, List
 
+import pytest
+
 from caravel_lite import QueueScheduler
 from caravel_lite.clock import system_clock
 from caravel_lite.testing import ManualClock
@@ -97,6 +99,7 @@ def test_run_wakes_for_each_slot_without_polling(db, connect):
     assert clock.reads < 20 * len(slots)
 
 
+@pytest.mark.slow
 def test_two_scheduler_processes_over_ten_slots_make_exactly_ten_jobs(db, db_url):
     ctx = multiprocessing.get_context("spawn")
     barrier, stop, results = ctx.Barrier(3), ctx.Event(), ctx.Queue()
