@@ -114,15 +114,13 @@ class CronRule:
         # Wall-clock times up to `wall` map to instants <= instant_us (monotonic mapping),
         # so the walk starts there; within a repeated hour it may meet a few that
         # already ran (first pass), which the filter drops.
+        # (cronsim's iterator ends after 50 years without a match.)
         last = instant_us
-        try:
-            for match in self._sim(wall):
-                at = self._instant(match)
-                if at > last:
-                    last = at
-                    yield at
-        except StopIteration:  # cronsim gives up after 50 years without a match
-            return
+        for match in self._sim(wall):
+            at = self._instant(match)
+            if at > last:
+                last = at
+                yield at
 
     def at_or_before(self, instant_us: int) -> Iterator[int]:
         """Occurrences at or before ``instant_us``, newest first, each instant once."""
@@ -139,14 +137,11 @@ class CronRule:
         # second past the whole second at or before `wall`.
         start = wall.replace(microsecond=0) + _SECOND
         last: Optional[int] = None
-        try:
-            for match in self._sim(start, reverse=True):
-                at = self._instant(match)
-                if at <= instant_us and (last is None or at < last):
-                    last = at
-                    yield at
-        except StopIteration:
-            return
+        for match in self._sim(start, reverse=True):
+            at = self._instant(match)
+            if at <= instant_us and (last is None or at < last):
+                last = at
+                yield at
 
     def next_after(self, instant_us: int) -> Optional[int]:
         return next(self.after(instant_us), None)
