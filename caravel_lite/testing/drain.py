@@ -78,6 +78,8 @@ class _Tally(Telemetry):
         self.totals: Dict[str, int] = {}
 
     def __getattr__(self, name: str) -> Any:
+        if name == "_inner":  # not set yet (a copy in the making): no recursion
+            raise AttributeError(name)
         return getattr(self._inner, name)
 
     def count(self, name: str, queue: str, amount: int = 1,

@@ -171,3 +171,22 @@ def test_snoozed_and_discarded_jobs_are_counted(db):
     assert drain(queue, QUEUE, clock=clock) == DrainResult(processed=1, failed=1,
                                                            dead_lettered=1)
     assert state_of(queue, hopeless_id).state is JobState.DEAD_LETTER
+
+
+def test_the_scope_wraps_each_job(db):
+    import contextlib
+
+    from caravel_lite import JobContext
+
+    recorder, clock = Recorder(), ManualClock()
+    queue = make_queue(db, recorder, clock)
+    ids = [queue.enqueue(SendEmail(f"s{i}"), dispatch()).job_id for i in range(2)]
+    entered = []
+
+    @contextlib.contextmanager
+    def scope(ctx: JobContext):
+        entered.append(ctx.job_id)
+        yield
+
+    assert drain(queue, QUEUE, scope=scope).completed == 2
+    assert entered == ids

@@ -114,3 +114,18 @@ def test_like_keeps_the_queues_settings(db):
         base.db, base.registry, base.options, base.clock, base.telemetry)
     with pytest.raises(InvalidField):
         InlineQueue.like(peewee.SqliteDatabase(":memory:"))  # type: ignore[arg-type]
+
+
+def test_aenqueue_on_an_inline_queue_runs_the_job_before_it_returns(db):
+    import asyncio
+
+    recorder = Recorder()
+    queue = inline(db, recorder)
+
+    async def scenario() -> None:
+        try:
+            await queue.aenqueue(*here("async@example.com"))
+            assert recorder.sent == ["async@example.com"]
+        finally:
+            await queue.aclose()
+    asyncio.run(scenario())
