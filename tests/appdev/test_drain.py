@@ -190,3 +190,40 @@ def test_the_scope_wraps_each_job(db):
 
     assert drain(queue, QUEUE, scope=scope).completed == 2
     assert entered == ids
+
+
+def test_async_handlers_run_and_an_async_test_drains_through_a_thread(db):
+    import asyncio
+    from dataclasses import dataclass
+
+    from caravel_lite import JobContext
+
+    @dataclass(frozen=True)
+    class Ping:
+        n: int
+
+    recorder, clock = Recorder(), ManualClock()
+
+    @recorder.registry.job("tests.ping.v1", Ping)
+    async def ping(job: Ping, ctx: JobContext) -> None:
+        await asyncio.sleep(0)
+        recorder.sent.append(f"ping {job.n}")
+
+    queue = make_queue(db, recorder, clock)
+    queue.enqueue(Ping(1), dispatch())
+    assert drain(queue, QUEUE).completed == 1
+
+    def drain_in_this_thread() -> DrainResult:
+        try:
+            return drain(queue, QUEUE)
+        finally:
+            queue.db.close()  # this thread's connection
+
+    async def an_async_test() -> DrainResult:
+        await queue.aenqueue(Ping(2), dispatch())
+        try:
+            return await asyncio.to_thread(drain_in_this_thread)
+        finally:
+            await queue.aclose()
+    assert asyncio.run(an_async_test()).completed == 1
+    assert recorder.sent == ["ping 1", "ping 2"]
