@@ -6,6 +6,7 @@ runner, which records each applied script in a history table.
 """
 from __future__ import annotations
 
+import importlib
 import os
 from typing import List, Optional
 
@@ -17,13 +18,17 @@ from caravel_lite.schema import HISTORY_TABLE
 
 
 def _package_directory(subpackage: str) -> str:
+    location: Optional[str] = None
     try:
-        from caravel_lite import migrations as package
+        # The scripts' folder is this package only once installed (see setup.cfg).
+        location = importlib.import_module("caravel_lite.migrations").__file__
     except ImportError:  # running from a source checkout that is not installed
+        pass
+    if location is None:
         root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                             "migrations")
     else:
-        root = os.path.dirname(os.path.abspath(package.__file__))
+        root = os.path.dirname(os.path.abspath(location))
     return os.path.join(root, subpackage) if subpackage else root
 
 
@@ -43,7 +48,7 @@ def migrate(db: peewee.Database, *, target: Optional[str] = None) -> List[str]:
     is a no-op that returns ``[]``. One call serves a queue database, an application
     database holding the outbox, or one database that is both.
     """
-    return runner(db).up(target)
+    return [str(name) for name in runner(db).up(target)]
 
 
 def pending_migrations(db: peewee.Database, scripts: str = QUEUE_MIGRATIONS,

@@ -150,7 +150,7 @@ class OutboxTable:
     def _write(self, sql: str, params: Sequence[Any]) -> int:
         """An autocommit conditional UPDATE, repeated on a transient lock conflict."""
         def run() -> int:
-            return self.db.execute_sql(sql, params).rowcount
+            return int(self.db.execute_sql(sql, params).rowcount)
         return retrying(self.dialect, self.db, run)
 
     def pending(self, limit: int) -> List[PendingIntent]:

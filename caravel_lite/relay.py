@@ -17,7 +17,8 @@ from caravel_lite.clock import Clock, floor_ms, now_micros, system_clock
 from caravel_lite.dialect import retrying
 from caravel_lite.errors import CaravelError, InvalidField, QueueIdempotencyConflict
 from caravel_lite.observability import logger
-from caravel_lite.outbox import OutboxCounts, OutboxTable, PendingIntent, SetAsideReason
+from caravel_lite.outbox import (OutboxCounts, OutboxTable, PendingIntent, SetAsideIntent,
+                                 SetAsideReason)
 from caravel_lite.envelope import Envelope, dedup_digest
 from caravel_lite.queue import DatabaseQueue
 from caravel_lite.values import Priority
@@ -182,6 +183,6 @@ class OutboxRelay:
         """Pending, dispatched and set-aside intents in the outbox this relay reads."""
         return self._table.counts(self._now_ms())
 
-    def set_aside(self, limit: int = 100) -> List:
+    def set_aside(self, limit: int = 100) -> List[SetAsideIntent]:
         """Set-aside intents, oldest first, without payloads."""
         return self._table.set_aside_list(validation.check_int("limit", limit, 1, 1000))

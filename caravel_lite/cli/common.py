@@ -160,7 +160,7 @@ def database_url(args: argparse.Namespace, flag: str = "--database",
             raise UsageError(f"{flag} is required (or set {env})")
         return None
     masker_of(args).add_url(url)
-    return url
+    return str(url)
 
 
 def open_url(url: str, flag: str = "--database") -> peewee.Database:

@@ -9,13 +9,16 @@ import json
 import logging
 import sys
 import threading
-from typing import Callable, Dict, List, Optional, TextIO
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, TextIO
 
 import peewee
 
 from caravel_lite.sample import QUEUE
 from caravel_lite.sample.app import NotMigrated, SampleApp, read_only_counts
 from caravel_lite.sample.config import ConfigError, SampleConfig, from_environment
+
+if TYPE_CHECKING:
+    from caravel_lite.worker import QueueWorker
 
 USAGE = """\
 usage: python -m caravel_lite.sample FLAG
@@ -65,7 +68,7 @@ def enqueue_demo(config: SampleConfig, out: TextIO) -> int:
     return 0
 
 
-def _worker(app: SampleApp):
+def _worker(app: SampleApp) -> "QueueWorker":
     # Imported here: every other flag works without the worker module.
     from caravel_lite.worker import QueueWorker
 
@@ -140,7 +143,8 @@ COMMANDS: Dict[str, Callable[[SampleConfig, TextIO], int]] = {
 FLAGS = tuple(COMMANDS) + ("--demo",)
 
 
-def main(argv: Optional[List[str]] = None, out: TextIO = None, err: TextIO = None) -> int:
+def main(argv: Optional[List[str]] = None, out: Optional[TextIO] = None,
+         err: Optional[TextIO] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     out = out or sys.stdout
     err = err or sys.stderr

@@ -4,6 +4,7 @@ A bad setting is a usage error (exit 2) reported before any database is opened.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -125,19 +126,20 @@ def from_environment(env: Optional[Mapping[str, str]] = None) -> SampleConfig:
     env = os.environ if env is None else env
     queue_url = _text(env, DATABASE_URL)
     results_url = _text(env, RESULTS_URL)
-    common = dict(lease_seconds=_lease_seconds(env),
-                  crash_after_result=_flag(env, CRASH_AFTER_RESULT),
-                  sigterm_ready=_hook_path(env, SIGTERM_READY),
-                  sigterm_cancelled=_hook_path(env, SIGTERM_CANCELLED))
+    # The worker's settings first, then where the data lives.
+    worker = SampleConfig(lease_seconds=_lease_seconds(env),
+                          crash_after_result=_flag(env, CRASH_AFTER_RESULT),
+                          sigterm_ready=_hook_path(env, SIGTERM_READY),
+                          sigterm_cancelled=_hook_path(env, SIGTERM_CANCELLED))
     if queue_url is None:
         if results_url is not None:
             raise ConfigError(f"{RESULTS_URL} needs {DATABASE_URL} as well")
-        return SampleConfig(directory=_directory(env), **common)
+        return dataclasses.replace(worker, directory=_directory(env))
     queue_url = _server_url(DATABASE_URL, queue_url.strip())
     # Without a separate results URL, the results share the queue's database (their
     # migration history table is distinct, so the two schemas do not collide).
     results_url = _server_url(RESULTS_URL, results_url.strip()) if results_url else queue_url
-    return SampleConfig(queue_url=queue_url, results_url=results_url, **common)
+    return dataclasses.replace(worker, queue_url=queue_url, results_url=results_url)
 
 
 def _without_password(url: str) -> str:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import TextIO
+from typing import Dict, TextIO
 
 from caravel_lite.sample import CRASH_EXIT_CODE, QUEUE
 from caravel_lite.sample import config as settings
@@ -30,7 +30,7 @@ def _counts_line(app: SampleApp) -> str:
             f"completed {c.completed}")
 
 
-def _child_environment(directory: str) -> dict:
+def _child_environment(directory: str) -> Dict[str, str]:
     env = {name: value for name, value in os.environ.items()
            if not name.startswith(("CARAVEL_WORKER_", "CARAVEL_SMOKE_"))}
     env.update({settings.DIRECTORY: directory, settings.CRASH_AFTER_RESULT: "1",
