@@ -83,6 +83,14 @@ class Dialect:
     # psycopg 3) instead of multi-row INSERTs: no statement with thousands of parameters
     # is built, sent and parsed (docs/PERFORMANCE.md, bulk enqueue, has the figures).
     copy_rows: bool = False
+    # Index names belong to their table (MariaDB/MySQL: DROP INDEX name ON table)
+    # rather than to the schema (SQLite, PostgreSQL: DROP INDEX name).
+    table_scoped_indexes: bool = False
+
+    def drop_index(self, name: str, table: str) -> str:
+        """The statement that drops index ``name`` of ``table``."""
+        return f"DROP INDEX {name} ON {table}" if self.table_scoped_indexes \
+            else f"DROP INDEX {name}"
 
     @property
     def claim_method(self) -> "ClaimMethod":
@@ -192,9 +200,10 @@ POSTGRES = Dialect("postgres", immediate_writes=False, exact_collation=None, pay
 # claim by the portable path (MARIADB.portable(), MYSQL.portable()).
 _SKIP_LOCKED = "FOR UPDATE SKIP LOCKED"
 MARIADB = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_nopad_bin",
-                  payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED)
+                  payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED,
+                  table_scoped_indexes=True)
 MYSQL = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_0900_bin",
-                payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED)
+                payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED, table_scoped_indexes=True)
 _SKIP_LOCKED_SINCE = {"mariadb": (10, 6), "mysql": (8, 0, 1)}
 
 
@@ -333,6 +342,12 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
             raise ValueError(f"busy_retries must be 0 or more, got {busy_retries!r}")
         database.retry_policy = RetryPolicy(retries=retries)
     return database
+
+
+def literal_percent(db: peewee.Database) -> str:
+    """How a ``%`` operator is written in SQL text run with parameters: doubled where
+    the driver's placeholders are ``%s`` (psycopg, PyMySQL), as is elsewhere."""
+    return "%%" if db.param == "%s" else "%"
 
 
 def with_database_name(url: str, name: str) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Optional
+from typing import Callable, Optional
 
 from caravel_lite.errors import InvalidField
 from caravel_lite.validation import check_int
@@ -35,6 +35,10 @@ class QueueOptions:
     - ``retry_delay``: at least 1 ms, default 5 s; doubled per attempt.
     - ``max_retry_delay``: retry_delay .. 1 day, default 5 min.
     - ``max_payload_bytes``: 1 .. 1 MiB of UTF-8, default 64 KiB.
+    - ``describe_failure``: None (default), or a callable given a handler's exception
+      that returns a short text it judges safe to store (or None); kept in the
+      failure history, at most 1 KiB of UTF-8. Without it no text is stored, only the
+      exception's type and where it was raised.
     """
 
     max_attempts: int = 3
@@ -44,6 +48,7 @@ class QueueOptions:
     max_lease_lifetime: timedelta = timedelta(hours=1)
     retry_delay: timedelta = timedelta(seconds=5)
     max_retry_delay: timedelta = timedelta(minutes=5)
+    describe_failure: Optional[Callable[[BaseException], Optional[str]]] = None
 
     def __post_init__(self) -> None:
         check_int("max_attempts", self.max_attempts, 1, 100)
@@ -61,6 +66,9 @@ class QueueOptions:
             raise InvalidField("retry_delay", f"must be at least 1 ms, got {retry}")
         cap = _require_duration("max_retry_delay", self.max_retry_delay)
         _require_between("max_retry_delay", cap, retry, timedelta(days=1))
+        if self.describe_failure is not None and not callable(self.describe_failure):
+            raise InvalidField("describe_failure", "must be a callable taking the exception "
+                               "and returning a str or None")
 
 
 def resolve_options(value: object) -> QueueOptions:

@@ -13,8 +13,8 @@ from typing import Any, List, Optional, Sequence
 
 import peewee
 
-from caravel_lite import validation
-from caravel_lite.admin import QueueAdmin
+from caravel_lite import failures, validation
+from caravel_lite.administration import Administration
 from caravel_lite.aio import AsyncQueueCalls
 from caravel_lite.claim import CANDIDATES, Claimer
 from caravel_lite.enqueue import Enqueuing
@@ -52,7 +52,7 @@ def backoff_micros(options: QueueOptions, attempt: int) -> int:
     return base << exponent
 
 
-class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
+class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
     """The queue over one Peewee database (SQLite, PostgreSQL or MariaDB/MySQL).
 
     ``db`` must have been migrated (:func:`caravel_lite.migrate`); the queue never
@@ -71,6 +71,7 @@ class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
         self._sql = Statements.build(db, CANDIDATES)
         self._batch = BatchStatements(db, self.dialect.claim_lock)
         self._claimer = Claimer(db, self.dialect, self._sql, self._batch, self.telemetry)
+        self._failures = failures.FailureLog(db)
         self._lease_us = duration_micros(self.options.lease_duration)
         self._lifetime_us = duration_micros(self.options.max_lease_lifetime)
         super().__init__()
@@ -225,27 +226,33 @@ class DatabaseQueue(Enqueuing, QueueAdmin, AsyncQueueCalls):
         return {str(lease.job_id) for lease in group if self._complete_raw(lease, now_ms)}
 
     @budgeted
-    def fail(self, lease: QueueLease, failure: Failure) -> bool:
+    def fail(self, lease: QueueLease, failure: Failure, *,
+             error: Optional[BaseException] = None) -> bool:
         """Record a failed attempt of an owned lease: back to PENDING after the backoff
         delay (rounded up to the millisecond), or DEAD_LETTER when its attempts are used
-        up, or at once for ``Failure.DISCARDED``. Stores only the category. False
+        up, or at once for ``Failure.DISCARDED``. Stores the category and, in the job's
+        failure history, the attempt and, given ``error``, its type and raise site
+        (never its message; a text only from ``QueueOptions.describe_failure``). False
         (nothing changed) if not owned."""
         if not isinstance(failure, Failure):
             raise InvalidField("failure", f"must be a caravel_lite.Failure, got {failure!r}")
+        if error is not None and not isinstance(error, BaseException):
+            raise InvalidField("error", f"must be an exception, got {type(error).__name__}")
+        info = failures.describe(error, self.options.describe_failure)
         now_us = self._now_us()
         now_ms = floor_ms(now_us)
         queue = lease.context.queue
         ident = (str(lease.job_id), lease._token, now_ms)
         # DISCARDED means no retry can help: dead-lettered whatever attempts are left.
         if lease.attempt >= lease._max_attempts or failure is Failure.DISCARDED:
-            changed = self._fenced(self._sql.dead_letter,
-                                   (failure.value, now_ms, now_ms) + ident) == 1
+            sql, params = self._sql.dead_letter, (failure.value, now_ms, now_ms) + ident
             outcome = "deadlettered"
         else:
             due_ms = ceil_ms(now_us + backoff_micros(self.options, lease.attempt))
-            changed = self._fenced(self._sql.retry,
-                                   (due_ms, failure.value, now_ms) + ident) == 1
+            sql, params = self._sql.retry, (due_ms, failure.value, now_ms) + ident
             outcome = "retried"
+        changed = self._failures.fail(sql, params, ident[0], lease.attempt, failure.value,
+                                      info, now_ms)
         if changed:
             self.telemetry.count("failed", queue, failure=failure.value)
             self.telemetry.count(outcome, queue, failure=failure.value)

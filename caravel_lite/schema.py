@@ -16,6 +16,7 @@ from caravel_lite.values import JobState
 
 JOBS_TABLE = "caravel_jobs"
 OUTBOX_TABLE = "caravel_outbox"
+FAILURES_TABLE = "caravel_failures"
 HISTORY_TABLE = "caravel_migrations"
 
 
@@ -103,6 +104,11 @@ CLAIM_INDEX = IndexSpec(
 DEDUP_INDEX = _name(JOBS_TABLE, ("dedup_key",))
 LEASE_INDEX = _name(JOBS_TABLE, ("queue", "state", "lease_expires_at"))
 PRUNE_INDEX = _name(JOBS_TABLE, ("state", "finished_at"))
+# Jobs newest first (ids begin with their creation millisecond) by queue or tenant, one
+# state at a time, in index order (migration 0006; QueueAdmin.jobs).
+QUEUE_LISTING = IndexSpec(_name(JOBS_TABLE, ("queue", "state", "id")), ("queue", "state", "id"))
+TENANT_LISTING = IndexSpec(_name(JOBS_TABLE, ("tenant_id", "state", "id")),
+                           ("tenant_id", "state", "id"))
 PARTIAL_JOB_INDEXES: Tuple[IndexSpec, ...] = (
     CLAIM_INDEX,
     # Idempotency: the unique index settles enqueue races on (queue, tenant, key).
@@ -115,7 +121,10 @@ PARTIAL_JOB_INDEXES: Tuple[IndexSpec, ...] = (
     IndexSpec(LEASE_INDEX, ("queue", "lease_expires_at"), where=f"state = '{_LEASED}'"),
     # Pruning reads (state IN (completed, dead_letter), finished_at < cutoff): only
     # finished rows have a finished_at, so pending and leased rows have no entry.
-    IndexSpec(PRUNE_INDEX, ("state", "finished_at"), where="finished_at IS NOT NULL"),
+    # queue (migration 0006) makes it cover jobs finished per minute and queue.
+    IndexSpec(PRUNE_INDEX, ("state", "finished_at", "queue"), where="finished_at IS NOT NULL"),
+    QUEUE_LISTING,
+    TENANT_LISTING,
 )
 # The same indexes holding every row, where there are no partial indexes (MariaDB,
 # MySQL), as migration 0001 created them and 0004 keeps them there.
@@ -123,7 +132,9 @@ FULL_JOB_INDEXES: Tuple[IndexSpec, ...] = (
     CLAIM_INDEX,
     IndexSpec(DEDUP_INDEX, ("dedup_key",), unique=True),
     IndexSpec(LEASE_INDEX, ("queue", "state", "lease_expires_at")),
-    IndexSpec(PRUNE_INDEX, ("state", "finished_at")),
+    IndexSpec(PRUNE_INDEX, ("state", "finished_at", "queue")),
+    QUEUE_LISTING,
+    TENANT_LISTING,
 )
 
 
@@ -154,11 +165,15 @@ OUTBOX_INDEXES: Tuple[IndexSpec, ...] = (
 
 
 def build_model(db: peewee.Database, table: str, columns: Dict[str, peewee.Field],
-                indexes: Sequence[IndexSpec] = ()) -> Type[peewee.Model]:
+                indexes: Sequence[IndexSpec] = (),
+                primary_key: Optional[Tuple[str, ...]] = None) -> Type[peewee.Model]:
     """A Peewee model bound to ``db`` for ``table`` with the given columns and indexes
-    (declared, as the migrations created them; the model never creates them)."""
-    meta = type("Meta", (), {"database": db, "table_name": table,
-                             "legacy_table_names": False})
+    (declared, as the migrations created them; the model never creates them).
+    ``primary_key`` names the columns of a composite key."""
+    meta_attrs: dict = {"database": db, "table_name": table, "legacy_table_names": False}
+    if primary_key is not None:
+        meta_attrs["primary_key"] = peewee.CompositeKey(*primary_key)
+    meta = type("Meta", (), meta_attrs)
     attrs: dict = dict(columns)
     attrs["Meta"] = meta
     attrs["__module__"] = __name__
@@ -177,3 +192,38 @@ def bind_models(db: peewee.Database) -> Tuple[Type[peewee.Model], Type[peewee.Mo
     jobs = build_model(db, JOBS_TABLE, job_columns(dialect), job_indexes(dialect))
     outbox = build_model(db, OUTBOX_TABLE, outbox_columns(dialect), OUTBOX_INDEXES)
     return jobs, outbox
+
+
+def failure_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
+    """The failure history (migration 0006): one row per failed attempt, keyed by
+    (job_id, seq), seq counting the job's recorded failures from 1. Never a message
+    or a payload: the exception's type and the site it was raised at, and a text only
+    when the application's ``describe_failure`` returned one."""
+    return {
+        "job_id": peewee.CharField(max_length=36),
+        "seq": peewee.IntegerField(),
+        "queue": exact_text(dialect, 64),
+        "failed_at": peewee.BigIntegerField(),
+        "attempt": peewee.IntegerField(),
+        # The job's replay_count when the attempt failed: attempts restart at 1 after
+        # a replay, so (replays, attempt) names one attempt.
+        "replays": peewee.IntegerField(),
+        "category": peewee.CharField(max_length=32),
+        "error_type": peewee.CharField(max_length=255, null=True),
+        "site": peewee.CharField(max_length=255, null=True),
+        "description": peewee.TextField(null=True),
+    }
+
+
+FAILURES_KEY = ("job_id", "seq")
+FAILURE_INDEXES: Tuple[IndexSpec, ...] = (
+    # Failed attempts per minute (stats): a range of failed_at, queue read from the
+    # index itself.
+    IndexSpec(_name(FAILURES_TABLE, ("failed_at", "queue")), ("failed_at", "queue")),
+)
+
+
+def failures_model(db: peewee.Database) -> Type[peewee.Model]:
+    """The runtime model of the failure history, bound to ``db``. Never creates it."""
+    return build_model(db, FAILURES_TABLE, failure_columns(dialect_of(db)),
+                       FAILURE_INDEXES, primary_key=FAILURES_KEY)

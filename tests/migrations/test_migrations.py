@@ -17,11 +17,12 @@ from caravel_lite import (EnqueueResult, QueueIdempotencyConflict, SchemaNotRead
                           check_schema, migrate)
 from caravel_lite.dialect import dialect_of, open_database
 from caravel_lite.migrator import pending_migrations, runner
-from caravel_lite.schema import HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE, bind_models
+from caravel_lite.schema import (FAILURES_TABLE, HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE,
+                                 bind_models, failures_model)
 from tests.contract.jobs import QUEUE, Ping, dispatch, make_queue
 
 ALL = ["0001_create_jobs", "0002_create_outbox", "0003_notify_trigger",
-       "0004_partial_indexes", "0005_cluster_jobs_by_id"]
+       "0004_partial_indexes", "0005_cluster_jobs_by_id", "0006_failure_history"]
 
 # Backends whose jobs indexes are partial once 0004 has run (the others keep 0001's).
 PARTIAL_BACKENDS = ("sqlite", "postgres")
@@ -47,6 +48,22 @@ PARTIAL_JOB_INDEXES = {
      "finished_at is not null"),
     ("caravel_jobs_dedup_key", ("dedup_key",), True, "dedup_key is not null"),
 }
+# What 0006 changes: the prune index gains queue, two listing indexes are added.
+PRUNE_0006 = {
+    "caravel_jobs_state_finished_at": ("state", "finished_at", "queue"),
+}
+LISTING_INDEXES = {
+    ("caravel_jobs_queue_state_id", ("queue", "state", "id"), False, None),
+    ("caravel_jobs_tenant_id_state_id", ("tenant_id", "state", "id"), False, None),
+}
+
+
+def _as_of_0006(indexes):
+    out = {(name, PRUNE_0006.get(name, columns), unique, where)
+           for name, columns, unique, where in indexes}
+    return out | LISTING_INDEXES
+
+
 OUTBOX_INDEXES = {
     ("caravel_outbox_dispatched_at_set_aside_at_staged_at_id",
      ("dispatched_at", "set_aside_at", "staged_at", "id"), False, None),
@@ -54,10 +71,14 @@ OUTBOX_INDEXES = {
 }
 
 
+FAILURE_INDEXES = {("caravel_failures_failed_at_queue", ("failed_at", "queue"), False, None)}
+
+
 def expected_indexes(backend):
     """{table: indexes} of a fully migrated database of this backend."""
     jobs = PARTIAL_JOB_INDEXES if backend in PARTIAL_BACKENDS else FULL_JOB_INDEXES
-    return {JOBS_TABLE: jobs, OUTBOX_TABLE: OUTBOX_INDEXES}
+    return {JOBS_TABLE: _as_of_0006(jobs), OUTBOX_TABLE: OUTBOX_INDEXES,
+            FAILURES_TABLE: FAILURE_INDEXES}
 
 
 INTEGER_64 = {"sqlite": "integer", "postgres": "bigint", "mysql": "bigint"}
@@ -103,14 +124,16 @@ def _model_indexes(model):
 
 def test_fresh_database_gets_exactly_the_runtime_schema(fresh, backend):
     assert migrate(fresh) == ALL
-    assert sorted(fresh.get_tables()) == sorted([HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE])
-    for model in bind_models(fresh):
+    assert sorted(fresh.get_tables()) == sorted([HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE,
+                                                 FAILURES_TABLE])
+    for model in (*bind_models(fresh), failures_model(fresh)):
         table = model._meta.table_name
         columns = {c.name: c for c in fresh.get_columns(table)}
         assert set(columns) == set(model._meta.columns), table
         for name, field in model._meta.columns.items():
             assert columns[name].null == field.null, (table, name)
-        assert [c for c in fresh.get_primary_keys(table)] == ["id"]
+        keys = ["job_id", "seq"] if table == FAILURES_TABLE else ["id"]
+        assert [c for c in fresh.get_primary_keys(table)] == keys
         assert _indexes(fresh, table) == expected_indexes(backend)[table]
         assert _model_indexes(model) == expected_indexes(backend)[table]
 
@@ -137,9 +160,10 @@ def test_column_types_hold_what_the_queue_stores(fresh, backend):
 
 def test_migrating_twice_is_a_no_op(fresh):
     assert migrate(fresh) == ALL
-    before = {t: _indexes(fresh, t) for t in (JOBS_TABLE, OUTBOX_TABLE)}
+    tables = (JOBS_TABLE, OUTBOX_TABLE, FAILURES_TABLE)
+    before = {t: _indexes(fresh, t) for t in tables}
     assert migrate(fresh) == []
-    assert {t: _indexes(fresh, t) for t in (JOBS_TABLE, OUTBOX_TABLE)} == before
+    assert {t: _indexes(fresh, t) for t in tables} == before
     check_schema(fresh)
 
 
@@ -163,7 +187,8 @@ def test_check_schema_with_a_pending_migration_raises(fresh):
 
 def test_0004_can_be_reverted_and_applied_again(fresh, backend):
     migrate(fresh)
-    assert runner(fresh).down("0004_partial_indexes") == ["0005_cluster_jobs_by_id",
+    assert runner(fresh).down("0004_partial_indexes") == ["0006_failure_history",
+                                                          "0005_cluster_jobs_by_id",
                                                           "0004_partial_indexes"]
     assert _indexes(fresh, JOBS_TABLE) == FULL_JOB_INDEXES
     assert pending_migrations(fresh) == ALL[3:]
@@ -207,6 +232,8 @@ def test_partial_indexes_hold_only_the_rows_they_serve(fresh, backend):
         "caravel_jobs_dedup_key": 3,
         "caravel_jobs_queue_state_lease_expires_at": 2,
         "caravel_jobs_state_finished_at": 1,
+        "caravel_jobs_queue_state_id": 203,
+        "caravel_jobs_tenant_id_state_id": 203,
     }
 
 
@@ -311,7 +338,7 @@ def test_0005_rebuilds_the_jobs_table_keyed_by_id_keeping_rows_and_indexes(fresh
     rows, indexes = _stored_jobs(fresh), _indexes(fresh, JOBS_TABLE)
     assert ("operator_by_tenant", ("tenant_id",), False, None) in indexes
 
-    assert migrate(fresh) == ["0005_cluster_jobs_by_id"]
+    assert migrate(fresh, target="0005_cluster_jobs_by_id") == ["0005_cluster_jobs_by_id"]
     assert _without_rowid(fresh)
     assert _stored_jobs(fresh) == rows
     assert _indexes(fresh, JOBS_TABLE) == indexes
@@ -348,3 +375,46 @@ def test_command_line_migrate_and_check(new_database):
     check = _cli("check", "--database", url)
     assert check.returncode == 0, check.stderr
     assert json.loads(check.stdout.strip().splitlines()[-1]) == {"pending_migrations": False}
+
+
+def test_0006_keeps_earlier_jobs_which_then_gain_a_failure_history(fresh, backend):
+    """Jobs written under 0005 (a dead letter, a job between retries, a completed
+    one) survive 0006 unchanged; the operator views list them with an empty history
+    and their last category; their next failure is recorded as the first; 0006 can
+    be reverted and applied again."""
+    from caravel_lite import Failure, QueueAdmin
+
+    assert runner(fresh).up("0005_cluster_jobs_by_id") == ALL[:5]
+    clock = _Clock(T0)
+    queue = make_queue(fresh, clock=clock, max_attempts=2)
+    retrying = queue.enqueue(Ping(1), dispatch()).job_id
+    # 0005's fail() wrote only the category (there was no history table): simulate
+    # such rows by failing through the UPDATE alone.
+    lease = queue.claim(QUEUE)
+    assert queue._fenced(queue._sql.retry, (T0_MS + 1000, "handler_failed", T0_MS,
+                                            str(lease.job_id), lease._token, T0_MS)) == 1
+    done = queue.enqueue(Ping(2), dispatch()).job_id
+    assert queue.complete(queue.claim(QUEUE))
+    before = _stored_jobs(fresh)
+
+    assert migrate(fresh) == ["0006_failure_history"]
+    assert _stored_jobs(fresh) == before
+    admin = QueueAdmin(fresh, clock=clock)
+    listed = {job.job_id: job for job in admin.jobs()}
+    assert set(listed) == {retrying, done}
+    assert listed[retrying].last_failure is Failure.HANDLER_FAILED
+    assert admin.job(retrying).failures == ()
+    clock.now = T0 + timedelta(seconds=1)
+    lease = queue.claim(QUEUE)
+    assert lease.job_id == retrying and lease.attempt == 2
+    assert queue.fail(lease, Failure.INVALID_PAYLOAD, error=ValueError("secret"))
+    (record,) = admin.job(retrying).failures
+    assert (record.seq, record.attempt, record.category, record.error_type) == (
+        1, 2, Failure.INVALID_PAYLOAD, "ValueError")
+    assert runner(fresh).down() == ["0006_failure_history"]
+    assert FAILURES_TABLE not in fresh.get_tables()
+    assert migrate(fresh) == ["0006_failure_history"]
+    assert _indexes(fresh, JOBS_TABLE) == expected_indexes(backend)[JOBS_TABLE]
+
+
+T0_MS = int(T0.timestamp() * 1000)

@@ -1,4 +1,6 @@
-"""Reading and administering a queue: status, replay, counts, peek, delete, prune.
+"""The application's tenant-scoped administration, mixed into DatabaseQueue: status,
+replay, counts, peek, delete, prune. (Operators' views across every tenant are
+:class:`caravel_lite.QueueAdmin`.)
 
 These run through Peewee's query builder on the runtime model (they are not hot
 paths). Lookups by tenant are exact: the columns use an exact collation and the result
@@ -21,8 +23,8 @@ from caravel_lite.values import (Failure, JobState, JobStatus, PeekedJob, Priori
                                  QueueCounts)
 
 
-class QueueAdmin:
-    """Inspection and administration mixed into :class:`DatabaseQueue`."""
+class Administration:
+    """Tenant-scoped inspection and administration mixed into :class:`DatabaseQueue`."""
 
     db: peewee.Database
 
