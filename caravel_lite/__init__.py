@@ -17,6 +17,7 @@ from caravel_lite.outbox import QueueOutbox, StageResult
 from caravel_lite.relay import OutboxRelay
 from caravel_lite.outcomes import Discard, Snooze
 from caravel_lite.scheduler import QueueScheduler
+from caravel_lite.admin import QueueAdmin
 
 __all__ = [
     "JobRegistry", "JobContext",
@@ -26,6 +27,7 @@ __all__ = [
     "PeekedJob", "Cancelled",
     "QueueOutbox", "StageResult", "OutboxRelay",
     "QueueScheduler",
+    "QueueAdmin",
     "migrate", "check_schema", "open_database",
     "CaravelError", "QueueIdempotencyConflict", "SchemaNotReady", "InvalidField",
     "UnknownJobType", "OutsideTransaction",

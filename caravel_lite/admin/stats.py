@@ -1,0 +1,161 @@
+"""The figures of ``QueueAdmin.stats``, each from an index, never from a scan of the
+finished history:
+
+- per queue, the waiting, leased and dead-lettered jobs (one read of the queue's rows in
+  those states, led by the claim index: its cost follows the jobs that are not
+  completed, not the history);
+- jobs completed and dead-lettered per minute and queue since the window's start, from
+  the prune index ``(state, finished_at, queue)``, and attempts failed per minute from
+  the failure history's ``(failed_at, queue)`` index: their cost follows the jobs
+  finished in the window;
+- pickup latency (claim time minus due time) from the most recent finished jobs of the
+  window, at most PICKUP_SAMPLE of them.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from datetime import timedelta
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import peewee
+
+from caravel_lite.admin.filters import queue_names
+from caravel_lite.admin.values import MinuteCount, QueueSummary, TenantCounts
+from caravel_lite.clock import from_ms
+from caravel_lite.dialect import literal_percent
+from caravel_lite.schema import FAILURES_TABLE, JOBS_TABLE
+from caravel_lite.values import JobState
+
+PICKUP_SAMPLE = 1000
+MINUTE_MS = 60_000
+
+PENDING = JobState.PENDING.value
+LEASED = JobState.LEASED.value
+COMPLETED = JobState.COMPLETED.value
+DEAD = JobState.DEAD_LETTER.value
+
+
+class StatsReader:
+    """The statements of the stats, built once per database."""
+
+    def __init__(self, db: peewee.Database) -> None:
+        p = db.param
+        mod = literal_percent(db)
+        t = JOBS_TABLE
+        self.db = db
+        # One covering read per state, each from the index led by (queue, state) that
+        # holds what it counts: the claim index (due times) for pending jobs, the lease
+        # index (expiries) for leased ones. MIN over the ready rows: the oldest job due.
+        self.pending = (
+            f"SELECT SUM(CASE WHEN available_at <= {p} THEN 1 ELSE 0 END), COUNT(*), "
+            f"MIN(CASE WHEN available_at <= {p} THEN available_at END) "
+            f"FROM {t} WHERE queue = {p} AND state = '{PENDING}'")
+        self.leased = (
+            f"SELECT SUM(CASE WHEN lease_expires_at > {p} THEN 1 ELSE 0 END), COUNT(*) "
+            f"FROM {t} WHERE queue = {p} AND state = '{LEASED}'")
+        self.dead = f"SELECT COUNT(*) FROM {t} WHERE queue = {p} AND state = '{DEAD}'"
+        self.live_by_tenant = (
+            f"SELECT tenant_id, state, SUM(CASE WHEN available_at <= {p} THEN 1 ELSE 0 END), "
+            f"SUM(CASE WHEN lease_expires_at > {p} THEN 1 ELSE 0 END), COUNT(*) "
+            f"FROM {t} WHERE queue = {p} AND state IN ('{PENDING}', '{LEASED}', '{DEAD}') "
+            f"GROUP BY tenant_id, state")
+        minute = f"finished_at - finished_at {mod} {MINUTE_MS}"
+        self.finished = (
+            f"SELECT queue, state, {minute}, COUNT(*) FROM {t} "
+            f"WHERE state IN ('{COMPLETED}', '{DEAD}') AND finished_at >= {p} "
+            f"GROUP BY queue, state, {minute}")
+        failed_minute = f"failed_at - failed_at {mod} {MINUTE_MS}"
+        self.failed = (
+            f"SELECT queue, {failed_minute}, COUNT(*) FROM {FAILURES_TABLE} "
+            f"WHERE failed_at >= {p} GROUP BY queue, {failed_minute}")
+        # state, since_ms; newest finished first, in the prune index's order.
+        self.pickups = (
+            f"SELECT finished_at, claimed_at - available_at, queue FROM {t} "
+            f"WHERE state = {p} AND finished_at >= {p} "
+            f"ORDER BY finished_at DESC LIMIT {PICKUP_SAMPLE}")
+        self.pickups_of_queue = (
+            f"SELECT finished_at, claimed_at - available_at, queue FROM {t} "
+            f"WHERE state = {p} AND finished_at >= {p} AND queue = {p} "
+            f"ORDER BY finished_at DESC LIMIT {PICKUP_SAMPLE}")
+
+    def _rows(self, sql: str, params: Sequence[Any]) -> List[Tuple[Any, ...]]:
+        return self.db.execute_sql(sql, params).fetchall()
+
+    def queues(self, only: Optional[str], now_ms: int, since_ms: int
+               ) -> Tuple[Tuple[QueueSummary, ...], Tuple[MinuteCount, ...]]:
+        """Per-queue summaries (every queue in use, or ``only``) and the per-minute
+        series of the window, oldest minute first."""
+        names = [only] if only is not None else queue_names(self.db)
+        done: Dict[str, int] = defaultdict(int)
+        minutes: Dict[int, List[int]] = defaultdict(lambda: [0, 0, 0])
+        for queue, state, minute, count in self._rows(self.finished, (since_ms,)):
+            if only is not None and queue != only:
+                continue
+            if state == COMPLETED:
+                done[queue] += int(count)
+                minutes[int(minute)][0] += int(count)
+            else:
+                minutes[int(minute)][2] += int(count)
+        failed: Dict[str, int] = defaultdict(int)
+        for queue, minute, count in self._rows(self.failed, (since_ms,)):
+            if only is not None and queue != only:
+                continue
+            failed[queue] += int(count)
+            minutes[int(minute)][1] += int(count)
+        summaries = []
+        for name in names:
+            ready, waiting, oldest = self._rows(self.pending, (now_ms, now_ms, name))[0]
+            live, leased = self._rows(self.leased, (now_ms, name))[0]
+            ((dead,),) = self._rows(self.dead, (name,))
+            ready, waiting, live, leased = (int(v or 0) for v in (ready, waiting, live, leased))
+            summaries.append(QueueSummary(
+                name, ready, waiting - ready, live, leased - live, int(dead), done[name],
+                failed[name],
+                from_ms(int(oldest)) if oldest is not None else None,
+                timedelta(milliseconds=now_ms - int(oldest)) if oldest is not None else None))
+        series = tuple(MinuteCount(from_ms(m), *minutes[m]) for m in sorted(minutes))
+        return tuple(summaries), series
+
+    def tenants(self, only: Optional[str], now_ms: int) -> Tuple[TenantCounts, ...]:
+        """Per (queue, tenant): unfinished and dead-lettered jobs. Reads one row per
+        such job (no index is led by tenant and state together with due times)."""
+        out: List[TenantCounts] = []
+        for name in ([only] if only is not None else queue_names(self.db)):
+            counts: Dict[str, List[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
+            for tenant, state, due, live, total in self._rows(self.live_by_tenant,
+                                                               (now_ms, now_ms, name)):
+                c = counts[tenant]
+                due, live, total = int(due or 0), int(live or 0), int(total)
+                if state == PENDING:
+                    c[0] += due
+                    c[1] += total - due
+                elif state == LEASED:
+                    c[2] += live
+                    c[3] += total - live
+                else:
+                    c[4] += total
+            out += [TenantCounts(name, tenant, *counts[tenant]) for tenant in sorted(counts)]
+        return tuple(out)
+
+    def pickup(self, only: Optional[str], since_ms: int
+               ) -> Tuple[Optional[timedelta], Optional[timedelta], int]:
+        """(p50, p95, sample size) of pickup latency over the newest finished jobs."""
+        rows: List[Tuple[Any, ...]] = []
+        for state in (COMPLETED, DEAD):
+            if only is None:
+                rows += self._rows(self.pickups, (state, since_ms))
+            else:
+                rows += self._rows(self.pickups_of_queue, (state, since_ms, only))
+        rows.sort(key=lambda r: r[0], reverse=True)
+        latencies = sorted(max(int(r[1]), 0) for r in rows[:PICKUP_SAMPLE] if r[1] is not None)
+        if not latencies:
+            return None, None, 0
+        return (timedelta(milliseconds=_rank(latencies, 0.50)),
+                timedelta(milliseconds=_rank(latencies, 0.95)), len(latencies))
+
+
+def _rank(ordered: List[int], fraction: float) -> int:
+    """The nearest-rank percentile of an ordered, non-empty list."""
+    index = max(math.ceil(fraction * len(ordered)) - 1, 0)
+    return ordered[index]
