@@ -16,8 +16,8 @@ import peewee
 from peewee import Case, fn
 
 from caravel_lite import validation
-from caravel_lite.clock import duration_micros, floor_ms, from_ms, now_micros, to_micros
-from caravel_lite.errors import InvalidField
+from caravel_lite.admin import retention
+from caravel_lite.clock import floor_ms, from_ms, now_micros
 from caravel_lite.schema import bind_models
 from caravel_lite.values import (Failure, JobState, JobStatus, PeekedJob, Priority,
                                  QueueCounts)
@@ -30,6 +30,7 @@ class Administration:
 
     def __init__(self) -> None:
         self._jobs, _ = bind_models(self.db)
+        self._pruner = retention.Pruner(self.db)
 
     def _now_ms(self) -> int:
         return floor_ms(now_micros(self.clock))  # type: ignore[attr-defined]
@@ -124,37 +125,24 @@ class Administration:
         return sorted({name for (name,) in Job.select(Job.queue).distinct().tuples()})
 
     def delete(self, job_id: Union[uuid.UUID, str], queue: str, tenant_id: str) -> bool:
-        """Delete one job that is not leased. Its idempotency key becomes free again."""
-        Job = self._jobs
-        return (Job.delete().where(self._scoped(job_id, queue, tenant_id)
-                                   & (Job.state != JobState.LEASED.value))
-                .execute()) == 1
+        """Delete one job that is not leased, with its failure history. Its idempotency
+        key becomes free again."""
+        ident = validation.check_uuid("job_id", job_id)
+        validation.check_queue(queue)
+        validation.check_identity("tenant_id", tenant_id)
+        p = self.db.param
+        # Exact tenant and queue: the columns compare exactly, as everywhere.
+        return self._pruner.delete(ident, f"queue = {p} AND tenant_id = {p}",
+                                   (queue, tenant_id))
 
     def prune(self, older_than: Union[timedelta, datetime],
               states: Iterable[JobState] = (JobState.COMPLETED, JobState.DEAD_LETTER),
               queue: Optional[str] = None) -> int:
         """Delete finished jobs (COMPLETED and/or DEAD_LETTER) that finished before
-        ``older_than`` (a datetime, or a timedelta before now). Nothing is ever pruned
-        automatically. A pruned job's idempotency key is forgotten: the same key can
-        then create a new job."""
-        states = tuple(states)
-        allowed = (JobState.COMPLETED, JobState.DEAD_LETTER)
-        if not states or any(s not in allowed for s in states):
-            raise InvalidField("states", "may only name COMPLETED and DEAD_LETTER")
-        if isinstance(older_than, timedelta):
-            if older_than < timedelta(0):
-                raise InvalidField("older_than", "must not be negative")
-            cutoff = floor_ms(now_micros(self.clock) - duration_micros(older_than))  # type: ignore[attr-defined]
-        elif isinstance(older_than, datetime):
-            try:
-                cutoff = floor_ms(to_micros(older_than))
-            except ValueError:
-                raise InvalidField("older_than", "must be timezone-aware") from None
-        else:
-            raise InvalidField("older_than", "must be a timedelta or an aware datetime")
-        Job = self._jobs
-        where = Job.state.in_([s.value for s in states]) & (Job.finished_at < cutoff)
-        if queue is not None:
-            validation.check_queue(queue)
-            where &= Job.queue == queue
-        return Job.delete().where(where).execute()
+        ``older_than`` (a datetime, or a timedelta before now), with their failure
+        history, in batches of 1000 (see :mod:`caravel_lite.admin.retention`).
+        Nothing is ever pruned automatically. A pruned job's idempotency key is
+        forgotten: the same key can then create a new job."""
+        chosen = retention.check_states(states)
+        cutoff = retention.cutoff_ms(older_than, now_micros(self.clock))  # type: ignore[attr-defined]
+        return self._pruner.prune(cutoff, chosen, queue, 1000)

@@ -243,6 +243,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         now_ms = floor_ms(now_us)
         queue = lease.context.queue
         ident = (str(lease.job_id), lease._token, now_ms)
+        params: Tuple[Any, ...]
         # DISCARDED means no retry can help: dead-lettered whatever attempts are left.
         if lease.attempt >= lease._max_attempts or failure is Failure.DISCARDED:
             sql, params = self._sql.dead_letter, (failure.value, now_ms, now_ms) + ident

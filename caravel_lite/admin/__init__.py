@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, Optional, Sequence, Tuple, Union
 
 import peewee
 
 from caravel_lite import validation
-from caravel_lite.admin.filters import (Instant, JobFilter, check_cursor, page_limit,
-                                        queue_names, read_newest)
+from caravel_lite.admin import retention
+from caravel_lite.admin.filters import (Instant, JobFilter, check_cursor, matching_rows,
+                                        page_limit, queue_names, read_newest)
 from caravel_lite.admin.stats import StatsReader
 from caravel_lite.admin.values import (FailureRecord, JobDetail, JobPage, JobSummary,
                                        MinuteCount, PruneProgress, QueueStats,
                                        QueueSummary, TenantCounts)
 from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros, system_clock
+from caravel_lite.dialect import dialect_of, retrying, transient_retries
+from caravel_lite.errors import InvalidField
+from caravel_lite.observability import default_telemetry, logger
 from caravel_lite.schema import FAILURES_TABLE, JOBS_TABLE
 from caravel_lite.values import Failure, JobState, Priority
 
@@ -35,6 +39,9 @@ SUMMARY_COLUMNS = ("id, queue, tenant_id, wire_name, state, priority, attempts, 
                    "replay_count")
 DETAIL_COLUMNS = SUMMARY_COLUMNS + ", idempotency_key, claimed_at, updated_at, renewals"
 DEFAULT_WINDOW = timedelta(hours=1)
+ACTION_BATCH = 500
+DEAD = JobState.DEAD_LETTER.value
+PENDING = JobState.PENDING.value
 
 
 def _maybe_ms(value: Any) -> Optional[datetime]:
@@ -61,6 +68,19 @@ class QueueAdmin:
         self.db = validation.check_database("db", db)
         self.clock = validation.check_clock(clock if clock is not None else system_clock)
         self._stats = StatsReader(db)
+        self._pruner = retention.Pruner(db)
+        self._telemetry = default_telemetry()
+        p = db.param
+        # now_ms (available), now_ms (updated), ids...: as DatabaseQueue.replay, for
+        # any tenant.
+        self._replay = (
+            f"UPDATE {JOBS_TABLE} SET state = '{PENDING}', attempts = 0, available_at = {p}, "
+            f"last_failure = NULL, finished_at = NULL, replay_count = replay_count + 1, "
+            f"updated_at = {p} WHERE state = '{DEAD}' AND id IN ({{ids}})")
+        self._discard = (
+            f"UPDATE {JOBS_TABLE} SET state = '{DEAD}', last_failure = "
+            f"'{Failure.DISCARDED.value}', finished_at = {p}, updated_at = {p} "
+            f"WHERE id = {p} AND state = '{PENDING}'")
 
     def _now_us(self) -> int:
         return now_micros(self.clock)
@@ -142,3 +162,83 @@ class QueueAdmin:
         tenants = self._stats.tenants(queue, now_ms) if by_tenant else ()
         return QueueStats(from_ms(now_ms), from_ms(since_ms), summaries, series, p50, p95,
                           sample, tenants)
+
+    # -- acting ------------------------------------------------------------------------------
+
+    def replay_many(self, queue: Optional[str] = None,
+                    state: Union[JobState, str, None] = JobState.DEAD_LETTER,
+                    tenant_id: Optional[str] = None, wire_name: Optional[str] = None,
+                    failure: Union[Failure, str, None] = None, since: Optional[Instant] = None,
+                    until: Optional[Instant] = None, *, dry_run: bool = False) -> int:
+        """Replay every dead letter matching the filters (those of :meth:`jobs`; only
+        dead letters can be replayed, so ``state`` may only be DEAD_LETTER), as
+        ``DatabaseQueue.replay`` does one: same id and payload, attempts reset, due
+        now, failure cleared, replay_count + 1. Returns how many were replayed, or
+        with ``dry_run`` how many would be, changing nothing. Works through the
+        matches newest first in batches of 500, each one UPDATE that checks the state
+        again (a job replayed or deleted meanwhile is not counted). Replay can repeat
+        side effects."""
+        f = JobFilter.build(self._now_us(), queue, state, tenant_id, wire_name, failure,
+                            since, until)
+        if f.state is not JobState.DEAD_LETTER:
+            raise InvalidField("state", "only dead letters can be replayed")
+        dialect = dialect_of(self.db)
+        total = 0
+        for rows in matching_rows(self.db, f, ACTION_BATCH):
+            if dry_run:
+                total += len(rows)
+                continue
+            now_ms = floor_ms(self._now_us())
+            by_queue: dict = {}
+            for job_id, queue_name in rows:
+                by_queue.setdefault(queue_name, []).append(job_id)
+            for queue_name, ids in by_queue.items():  # one UPDATE per queue: exact counts
+                sql = self._replay.format(ids=", ".join([self.db.param] * len(ids)))
+                params = [now_ms, now_ms, *ids]
+                changed = retrying(dialect, self.db,
+                                   lambda: self.db.execute_sql(sql, params).rowcount,
+                                   on_retry=transient_retries.increment)
+                total += changed
+                if changed:
+                    self._telemetry.count("replayed", queue_name, changed)
+        if not dry_run and total:
+            logger.info("replayed %d dead letter(s)", total)
+        return total
+
+    def discard(self, job_id: Union[uuid.UUID, str]) -> bool:
+        """Move a PENDING job (waiting or delayed, any tenant) to DEAD_LETTER with the
+        failure ``DISCARDED``, so that it never runs unless replayed. False (nothing
+        changed) for any other state or an unknown id: a leased job is running and
+        cannot be discarded."""
+        ident = validation.check_uuid("job_id", job_id)
+        now_ms = floor_ms(self._now_us())
+        changed = retrying(dialect_of(self.db), self.db,
+                           lambda: self.db.execute_sql(self._discard,
+                                                       (now_ms, now_ms, ident)).rowcount,
+                           on_retry=transient_retries.increment) == 1
+        if changed:
+            logger.info("job %s discarded by an operator", ident)
+        return changed
+
+    def delete(self, job_id: Union[uuid.UUID, str]) -> bool:
+        """Delete one job of any tenant, with its failure history, unless it is leased
+        (running). Its idempotency key becomes free again: the same key then makes a
+        new job. False when leased or unknown."""
+        return self._pruner.delete(validation.check_uuid("job_id", job_id))
+
+    def prune(self, older_than: Union[timedelta, datetime],
+              states: Iterable[Union[JobState, str]] = retention.FINISHED,
+              queue: Optional[str] = None, batch_size: int = 1000,
+              progress: Optional[retention.Progress] = None) -> int:
+        """Delete jobs in ``states`` (COMPLETED and/or DEAD_LETTER) that finished before
+        ``older_than`` (an aware datetime, or a timedelta before now), of ``queue``
+        only when given, with their failure history, ``batch_size`` (1..10000) per
+        short transaction so that workers keep claiming meanwhile. Pending and leased
+        jobs are never touched. ``progress`` is called with a :class:`PruneProgress`
+        before the first batch and after each one. Returns how many were deleted.
+        Pruned idempotency keys lose their duplicate protection."""
+        chosen = retention.check_states(states)
+        cutoff = retention.cutoff_ms(older_than, self._now_us())
+        if progress is not None and not callable(progress):
+            raise InvalidField("progress", "must be a callable taking a PruneProgress")
+        return self._pruner.prune(cutoff, chosen, queue, batch_size, progress)

@@ -17,7 +17,7 @@ import heapq
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import peewee
 
@@ -184,24 +184,20 @@ def read_newest(db: peewee.Database, columns: str, f: JobFilter, after: Optional
     return [row for _, row in zip(range(limit), merged)]
 
 
-def matching_ids(db: peewee.Database, f: JobFilter, batch: int) -> Iterable[List[str]]:
-    """Every id matching ``f``, newest first, in lists of at most ``batch``; each list
-    is read after the previous one was handed out (keyset, so rows changed meanwhile
-    are neither skipped nor read twice)."""
+def matching_rows(db: peewee.Database, f: JobFilter, batch: int
+                  ) -> Iterator[List[Sequence[Any]]]:
+    """(id, queue) of every job matching ``f``, newest first, in lists of at most
+    ``batch``; each list is read after the previous one was handed out (keyset, so
+    rows changed meanwhile are neither read twice nor skipped)."""
     after: Optional[str] = None
     while True:
-        rows = read_newest(db, "id", f, after, batch)
+        rows = read_newest(db, "id, queue", f, after, batch)
         if not rows:
             return
-        yield [row[0] for row in rows]
+        yield rows
         if len(rows) < batch:
             return
         after = rows[-1][0]
-
-
-def where_sql(db: peewee.Database, f: JobFilter) -> Tuple[str, List[Any]]:
-    """The WHERE clause of ``f`` (for statements that re-check it row by row)."""
-    return _where(db.param, f, None)
 
 
 def page_limit(limit: object) -> int:

@@ -1,0 +1,131 @@
+"""Deleting finished jobs on request, in bounded batches (prune), and single jobs.
+
+Nothing is deleted unless asked for: ``QueueAdmin.prune``, ``DatabaseQueue.prune``,
+``caravel-lite prune`` or a worker started with ``prune=``. Each batch reads at most
+``batch_size`` ids through the prune index ``(state, finished_at, queue)``, then
+deletes them in one short transaction that checks each row's state and finish time
+again (a dead letter replayed meanwhile is kept), together with their failure
+history. Between batches no lock is held, so workers keep claiming and completing
+while a large prune runs. A pruned job's idempotency key is forgotten: the same key
+then makes a new job.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
+
+import peewee
+
+from caravel_lite import validation
+from caravel_lite.admin.filters import instant_ms
+from caravel_lite.admin.values import PruneProgress
+from caravel_lite.dialect import dialect_of, retrying, transient_retries
+from caravel_lite.errors import InvalidField
+from caravel_lite.schema import FAILURES_TABLE, JOBS_TABLE
+from caravel_lite.values import JobState
+
+FINISHED = (JobState.COMPLETED, JobState.DEAD_LETTER)
+MAX_BATCH = 10_000
+Progress = Callable[[PruneProgress], None]
+
+
+def check_states(states: Iterable[object]) -> Tuple[JobState, ...]:
+    """COMPLETED and/or DEAD_LETTER (members or their values), at least one."""
+    try:
+        chosen = tuple(s if isinstance(s, JobState) else JobState(str(s).lower())
+                       for s in states)
+    except (TypeError, ValueError):
+        raise InvalidField("states", "may only name completed and dead_letter") from None
+    if not chosen or any(s not in FINISHED for s in chosen):
+        raise InvalidField("states", "may only name completed and dead_letter")
+    return tuple(dict.fromkeys(chosen))
+
+
+def cutoff_ms(older_than: Union[timedelta, datetime], now_us: int) -> int:
+    """The finish time before which jobs are pruned: an aware datetime, or a
+    non-negative timedelta before now."""
+    if not isinstance(older_than, (timedelta, datetime)):
+        raise InvalidField("older_than", "must be a timedelta or an aware datetime")
+    value = instant_ms("older_than", older_than, now_us)
+    assert value is not None
+    return value
+
+
+class Pruner:
+    """The statements of pruning and deleting on one database."""
+
+    def __init__(self, db: peewee.Database) -> None:
+        self.db = db
+        self.dialect = dialect_of(db)
+        p = db.param
+        self._select = (f"SELECT id FROM {JOBS_TABLE} WHERE state = {p} AND finished_at < {p}"
+                        " ORDER BY finished_at LIMIT {n}")
+        self._select_queue = (f"SELECT id FROM {JOBS_TABLE} WHERE state = {p} "
+                              f"AND finished_at < {p} AND queue = {p} "
+                              "ORDER BY finished_at LIMIT {n}")
+        self._count = (f"SELECT COUNT(*) FROM {JOBS_TABLE} WHERE state = {p} "
+                       f"AND finished_at < {p}")
+
+    def _ids(self, n: int) -> str:
+        return ", ".join([self.db.param] * n)
+
+    def _delete_batch(self, ids: List[str], condition: str, params: Sequence[object]) -> int:
+        """Delete the jobs ``ids`` still matching ``condition``, and the failure
+        history of those deleted, in one transaction; how many jobs went."""
+        marks = self._ids(len(ids))
+
+        def once() -> int:
+            with self.dialect.write_transaction(self.db):
+                deleted = self.db.execute_sql(
+                    f"DELETE FROM {JOBS_TABLE} WHERE id IN ({marks}) AND {condition}",
+                    [*ids, *params]).rowcount
+                if deleted:
+                    kept = {row[0] for row in self.db.execute_sql(
+                        f"SELECT id FROM {JOBS_TABLE} WHERE id IN ({marks})", ids)}
+                    gone = [job_id for job_id in ids if job_id not in kept]
+                    if gone:
+                        self.db.execute_sql(
+                            f"DELETE FROM {FAILURES_TABLE} WHERE job_id IN "
+                            f"({self._ids(len(gone))})", gone)
+                return deleted
+        return retrying(self.dialect, self.db, once, on_retry=transient_retries.increment)
+
+    def prune(self, cutoff: int, states: Sequence[JobState], queue: Optional[str],
+              batch_size: int, progress: Optional[Progress] = None) -> int:
+        """Delete jobs in ``states`` that finished before ``cutoff`` (epoch ms), of
+        ``queue`` only when given, ``batch_size`` at a time; returns how many."""
+        validation.check_int("batch_size", batch_size, 1, MAX_BATCH)
+        if queue is not None:
+            validation.check_queue(queue)
+        total = 0
+        if progress is not None:
+            count = self._count + (f" AND queue = {self.db.param}" if queue else "")
+            for state in states:
+                extra = (queue,) if queue else ()
+                (n,) = self.db.execute_sql(count, (state.value, cutoff, *extra)).fetchone()
+                total += int(n)
+            progress(PruneProgress(0, total, 0))
+        deleted = batches = 0
+        p = self.db.param
+        for state in states:
+            select = (self._select_queue if queue else self._select).format(n=int(batch_size))
+            params = (state.value, cutoff, queue) if queue else (state.value, cutoff)
+            while True:
+                ids = [row[0] for row in self.db.execute_sql(select, params).fetchall()]
+                if not ids:
+                    break
+                deleted += self._delete_batch(ids, f"state = {p} AND finished_at < {p}",
+                                              (state.value, cutoff))
+                batches += 1
+                if progress is not None:
+                    progress(PruneProgress(deleted, max(total, deleted), batches))
+                if len(ids) < batch_size:
+                    break
+        return deleted
+
+    def delete(self, job_id: str, condition: str = "", params: Sequence[object] = ()) -> bool:
+        """Delete one job unless it is leased (and unless ``condition`` fails), with its
+        failure history. Its idempotency key becomes free again."""
+        p = self.db.param
+        where = f"state <> {p}" + (f" AND {condition}" if condition else "")
+        return self._delete_batch([job_id], where, (JobState.LEASED.value, *params)) == 1
