@@ -25,7 +25,8 @@ from caravel_lite.admin.values import (FailureRecord, JobDetail, JobPage, JobSum
                                        MinuteCount, PruneProgress, QueueStats,
                                        QueueSummary, TenantCounts)
 from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros, system_clock
-from caravel_lite.dialect import dialect_of, retrying, transient_retries
+from caravel_lite.dialect import dialect_of
+from caravel_lite.retry import retrying
 from caravel_lite.errors import InvalidField
 from caravel_lite.observability import default_telemetry, logger
 from caravel_lite.schema import FAILURES_TABLE, JOBS_TABLE
@@ -196,8 +197,7 @@ class QueueAdmin:
                 sql = self._replay.format(ids=", ".join([self.db.param] * len(ids)))
                 params = [now_ms, now_ms, *ids]
                 changed = retrying(dialect, self.db,
-                                   lambda: self.db.execute_sql(sql, params).rowcount,
-                                   on_retry=transient_retries.increment)
+                                   lambda: self.db.execute_sql(sql, params).rowcount)
                 total += changed
                 if changed:
                     self._telemetry.count("replayed", queue_name, changed)
@@ -214,8 +214,7 @@ class QueueAdmin:
         now_ms = floor_ms(self._now_us())
         changed = retrying(dialect_of(self.db), self.db,
                            lambda: self.db.execute_sql(self._discard,
-                                                       (now_ms, now_ms, ident)).rowcount,
-                           on_retry=transient_retries.increment) == 1
+                                                       (now_ms, now_ms, ident)).rowcount) == 1
         if changed:
             logger.info("job %s discarded by an operator", ident)
         return changed

@@ -19,7 +19,8 @@ import peewee
 from caravel_lite import validation
 from caravel_lite.admin.filters import instant_ms
 from caravel_lite.admin.values import PruneProgress
-from caravel_lite.dialect import dialect_of, retrying, transient_retries
+from caravel_lite.dialect import dialect_of
+from caravel_lite.retry import retrying
 from caravel_lite.errors import InvalidField
 from caravel_lite.schema import FAILURES_TABLE, JOBS_TABLE
 from caravel_lite.values import JobState
@@ -88,7 +89,7 @@ class Pruner:
                             f"DELETE FROM {FAILURES_TABLE} WHERE job_id IN "
                             f"({self._ids(len(gone))})", gone)
                 return deleted
-        return retrying(self.dialect, self.db, once, on_retry=transient_retries.increment)
+        return retrying(self.dialect, self.db, once)
 
     def prune(self, cutoff: int, states: Sequence[JobState], queue: Optional[str],
               batch_size: int, progress: Optional[Progress] = None) -> int:
