@@ -178,9 +178,13 @@ class Dialect:
 
 
 def _original(exc: BaseException) -> BaseException:
-    # Peewee re-raises driver errors as its own class with the original as args[0].
+    # Peewee re-raises driver errors as its own class, with the original as args[0]
+    # (sqlite3, PyMySQL) or only as the exception being handled (psycopg 3).
     if exc.args and isinstance(exc.args[0], BaseException):
         return exc.args[0]
+    for linked in (exc.__cause__, exc.__context__):
+        if linked is not None and not isinstance(linked, peewee.PeeweeException):
+            return linked
     return exc
 
 

@@ -53,9 +53,12 @@ class OutsideTransaction(CaravelError):
 
 
 class DatabaseBusy(CaravelError, peewee.OperationalError):
-    """SQLite stayed locked by another writer for longer than the library would wait.
+    """A lock conflict outlasted the retry budget of the call (SQLite stayed locked by
+    another writer, or a server's deadlock or lock wait kept recurring):
+    :mod:`caravel_lite.retry`.
 
     The message says whether the statement can simply be repeated (it ran outside a
     transaction and changed nothing) or the caller's transaction must be repeated.
     Still a ``peewee.OperationalError``, so existing handlers of that keep working.
+    Never itself treated as a transient error: its budget is already spent.
     """
