@@ -9,6 +9,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import secrets
+import sqlite3
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -303,14 +306,70 @@ def _busy_message(in_transaction: bool, budget: CallBudget, busy_timeout: Any) -
             f"suits this much write concurrency")
 
 
+class SharedMemory:
+    """Mixed into the SQLite class :func:`open_database` returns for
+    ``sqlite:///:memory:``: one in-memory database per Database object, shared by every
+    connection it opens (Peewee opens one per thread, so a worker's renewal thread sees
+    the jobs its loop claims), alive as long as the object.
+
+    SQLite's own ``:memory:`` is private to each connection. Here every connection
+    opens the same named shared-cache database, and the object keeps one unused
+    connection to it, so that closing the others (``connection_context()``) does not
+    drop it. Shared-cache connections lock by table and report a conflict as
+    SQLITE_LOCKED at once; those conflicts draw on the call's retry budget like any
+    other. ``database`` stays ``":memory:"``: nothing outside this process can open it.
+    """
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._shared_uri(), uri=True, timeout=self._timeout,
+                               isolation_level=None, **self.connect_params)
+        try:
+            self._add_conn_hooks(conn)
+        except Exception:
+            conn.close()
+            raise
+        return conn
+
+    def _shared_uri(self) -> str:
+        with _memory_lock:
+            uri = self.__dict__.get("_memory_uri")
+            if uri is None:
+                uri = f"file:caravel-memory-{secrets.token_hex(8)}?mode=memory&cache=shared"
+                # Never used for statements: it keeps the database alive.
+                self._memory_anchor = sqlite3.connect(uri, uri=True,
+                                                      check_same_thread=False)
+                self._memory_uri = uri
+        return uri
+
+
+_memory_lock = threading.Lock()
+_MEMORY_NAMES = ("", ":memory:")
+
+
+def private_memory(db: peewee.Database) -> bool:
+    """True for an SQLite in-memory database private to each connection (a plain
+    ``SqliteDatabase(":memory:")``): every thread of a worker would see its own empty
+    database. ``open_database("sqlite:///:memory:")`` shares one instead."""
+    if not isinstance(db, peewee.SqliteDatabase) or isinstance(db, SharedMemory):
+        return False
+    name = str(db.database).lower()
+    if name in _MEMORY_NAMES:
+        return True
+    in_memory = "mode=memory" in name or name.startswith("file::memory:")
+    return name.startswith("file:") and in_memory and "cache=shared" not in name
+
+
 _sqlite_classes: dict = {}
 
 
-def _busy_retry_class(cls: type) -> type:
-    """A subclass of a SQLite database class with :class:`BusyRetry` mixed in."""
-    if cls not in _sqlite_classes:
-        _sqlite_classes[cls] = type(cls.__name__, (BusyRetry, cls), {})
-    return _sqlite_classes[cls]
+def _busy_retry_class(cls: type, shared_memory: bool = False) -> type:
+    """A subclass of a SQLite database class with :class:`BusyRetry` (and, for an
+    in-memory database, :class:`SharedMemory`) mixed in."""
+    key = (cls, shared_memory)
+    if key not in _sqlite_classes:
+        bases = (SharedMemory, BusyRetry, cls) if shared_memory else (BusyRetry, cls)
+        _sqlite_classes[key] = type(cls.__name__, bases, {})
+    return _sqlite_classes[key]
 
 
 def open_database(url: str, **overrides: Any) -> peewee.Database:
@@ -319,7 +378,8 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
 
     - ``sqlite:///path``: WAL journal, 5 s busy timeout, and statements that still find
       the database locked repeated within the call's retry budget (see
-      :class:`BusyRetry`);
+      :class:`BusyRetry`); ``sqlite:///:memory:`` is one in-memory database shared by
+      the object's threads (:class:`SharedMemory`);
     - ``postgresql://...``: READ COMMITTED (the server default), autocommit;
     - ``mysql://...``: READ COMMITTED session, matched-row counting, strict sql_mode.
 
@@ -339,7 +399,8 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
     if isinstance(database, peewee.SqliteDatabase):
         arguments = db_url.parse(url)
         arguments.update(options)
-        database = _busy_retry_class(type(database))(**arguments)
+        shared = str(database.database) in _MEMORY_NAMES
+        database = _busy_retry_class(type(database), shared)(**arguments)
     if busy_retries is not None:
         retries = int(busy_retries)
         if retries < 0:

@@ -20,7 +20,7 @@ from caravel_lite.claim import CANDIDATES, Claimer
 from caravel_lite.enqueue import Enqueuing
 from caravel_lite.clock import (Clock, ceil_ms, duration_micros, floor_ms, from_ms, now_micros,
                                 system_clock)
-from caravel_lite.dialect import dialect_of
+from caravel_lite.dialect import dialect_of, private_memory
 from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, default_telemetry
 from caravel_lite.options import QueueOptions, resolve_options
@@ -68,6 +68,12 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         self.clock = validation.check_clock(clock)
         self.telemetry = telemetry or default_telemetry()
         self.dialect = dialect_of(db)
+        if private_memory(db):
+            raise InvalidField(
+                "db", "an in-memory SQLite database (SqliteDatabase(':memory:')) is private "
+                "to each connection, and a worker uses several threads (its lease renewal "
+                "runs on its own): use open_database('sqlite:///:memory:'), which shares "
+                "one in-memory database between threads, or a database file")
         self._sql = Statements.build(db, CANDIDATES)
         self._batch = BatchStatements(db, self.dialect.claim_lock)
         self._claimer = Claimer(db, self.dialect, self._sql, self._batch, self.telemetry)

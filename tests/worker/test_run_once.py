@@ -6,11 +6,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import List
 
-import peewee
 import pytest
 
 from caravel_lite import (DatabaseQueue, Failure, JobContext, JobRegistry,
-                          JobState, QueueWorker)
+                          JobState, QueueWorker, open_database)
 from caravel_lite.errors import InvalidField
 from caravel_lite.testing import ManualClock
 
@@ -198,14 +197,14 @@ def test_handler_ending_after_its_deadline_is_not_completed(db):
 
 @pytest.mark.parametrize("value", [0.05, 301, -1, "1", True, None, timedelta(minutes=6)])
 def test_poll_interval_is_validated(value):
-    queue = DatabaseQueue(peewee.SqliteDatabase(":memory:"), JobRegistry())
+    queue = DatabaseQueue(open_database("sqlite:///:memory:"), JobRegistry())
     with pytest.raises(InvalidField) as raised:
         QueueWorker(queue, poll_interval=value)
     assert raised.value.field == "poll_interval"
 
 
 def test_poll_interval_accepts_seconds_and_timedeltas():
-    queue = DatabaseQueue(peewee.SqliteDatabase(":memory:"), JobRegistry())
+    queue = DatabaseQueue(open_database("sqlite:///:memory:"), JobRegistry())
     assert QueueWorker(queue, poll_interval=timedelta(milliseconds=100)).poll_interval == 0.1
     assert QueueWorker(queue, poll_interval=300).poll_interval == 300.0
 
