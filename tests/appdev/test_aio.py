@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import List
+from typing import Awaitable, Callable, List, Tuple
 
 import peewee
 import pytest
@@ -59,41 +59,77 @@ def test_the_async_calls_keep_the_sync_guarantees(db):
     assert [job.job for job in enqueued(queue, QUEUE)] == [Flaky("broken", 9)]
 
 
-def test_100_concurrent_enqueues_never_stall_the_event_loop(db):
-    queue = make_queue(db, Recorder(), ManualClock())
+async def _ticker(done: asyncio.Event, gaps: List[float]) -> None:
+    last = time.perf_counter()
+    while not done.is_set():
+        await asyncio.sleep(TICK)
+        now = time.perf_counter()
+        gaps.append(now - last)
+        last = now
+
+
+def _measure(requests: Callable[[], Awaitable[object]]) -> Tuple[List[float], float]:
+    """The ticker's gaps while ``requests()`` runs, and how long it ran."""
     gaps: List[float] = []
-
-    async def ticker(done: asyncio.Event) -> None:
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(TICK)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
-    async def request(i: int) -> None:
-        await queue.aenqueue(SendEmail(f"user{i}@example.com"),
-                             Dispatch(QUEUE, tenant_id=TENANT, idempotency_key=f"r{i}"))
 
     async def scenario() -> float:
         done = asyncio.Event()
-        tick = asyncio.create_task(ticker(done))
+        tick = asyncio.create_task(_ticker(done, gaps))
         await asyncio.sleep(3 * TICK)  # the ticker is running before the requests start
         started = time.perf_counter()
         try:
-            await asyncio.gather(*(request(i) for i in range(REQUESTS)))
+            await requests()
         finally:
             elapsed = time.perf_counter() - started
             done.set()
             await tick
-            await queue.aclose()
         return elapsed
 
-    elapsed = asyncio.run(scenario())
-    assert len(enqueued(queue, QUEUE)) == REQUESTS
-    # The ticker ran all along: enough ticks to cover the requests' wall time.
-    assert len(gaps) >= int(elapsed / MAX_GAP)
-    assert max(gaps) <= MAX_GAP, f"the event loop stalled for {max(gaps) * 1000:.1f} ms"
+    return gaps, asyncio.run(scenario())
+
+
+# The machine is shared: even an idle event loop now and then misses a tick by 50 ms
+# when other processes hold both cores. A stall of our making shows in every run (the
+# blocking control below), noise does not: up to three runs, and one must be clean.
+RUNS = 3
+
+
+def test_100_concurrent_enqueues_never_stall_the_event_loop(db):
+    queue = make_queue(db, Recorder(), ManualClock())
+    worst: List[float] = []
+
+    async def requests() -> None:
+        try:
+            await asyncio.gather(*(
+                queue.aenqueue(SendEmail(f"user{i}@example.com"),
+                               Dispatch(QUEUE, tenant_id=TENANT, idempotency_key=f"r{i}"))
+                for i in range(REQUESTS)))
+        finally:
+            await queue.aclose()
+
+    for _ in range(RUNS):
+        gaps, elapsed = _measure(requests)
+        # The ticker ran all along: enough ticks to cover the requests' wall time.
+        assert len(gaps) >= int(elapsed / MAX_GAP)
+        worst.append(max(gaps))
+        if worst[-1] <= MAX_GAP:
+            break
+    assert len(enqueued(queue, QUEUE)) == REQUESTS  # repeated runs hit the same keys
+    assert min(worst) <= MAX_GAP, (
+        f"the event loop stalled in every run: {[round(w * 1000, 1) for w in worst]} ms")
+
+
+@pytest.mark.backends("sqlite")
+def test_the_ticker_does_see_enqueues_that_block_the_loop(db):
+    """The control: the same requests made with the blocking call are caught."""
+    queue = make_queue(db, Recorder(), ManualClock())
+
+    async def requests() -> None:
+        for i in range(REQUESTS):
+            queue.enqueue(SendEmail(f"user{i}@example.com"), Dispatch(QUEUE, TENANT))
+
+    gaps, _ = _measure(requests)
+    assert max(gaps) > MAX_GAP
 
 
 def test_a_call_cancelled_before_it_started_never_runs(db):
