@@ -113,8 +113,8 @@ def drain(queue: DatabaseQueue, *queue_names: str, clock: Optional[ManualClock] 
     ``max_jobs`` bounds the jobs run (a job that keeps enqueueing itself would never
     let drain end); ``limit_reached`` tells that work was left. ``scope`` is passed to
     the worker (``QueueWorker(scope=...)``). Run it while no other worker serves these
-    queues: the counts are of this call's work only, but the order would not be.
-    """
+    queues; otherwise which jobs it sees, and in which order, is not predictable (the
+    counts stay those of this call's own work)."""
     if not isinstance(queue, DatabaseQueue):
         raise InvalidField("queue", "must be a caravel_lite.DatabaseQueue")
     for name in queue_names:
