@@ -90,3 +90,10 @@ def test_without_the_plugin_the_fixtures_are_missing(installed_python, project):
     done = run_pytest(installed_python, project, "-p", "no:caravel_lite.testing.plugin")
     assert done.returncode != 0
     assert "fixture 'caravel_db' not found" in done.stdout
+
+
+def test_naming_the_plugin_as_well_loads_it_once(installed_python, project):
+    # What this repository's setup.cfg does (addopts), where caravel_lite is installed.
+    done = run_pytest(installed_python, project, "-p", "caravel_lite.testing.plugin")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 passed" in done.stdout
