@@ -357,3 +357,45 @@ def test_with_an_inline_queue_each_slot_runs_in_the_calling_thread(db):
     assert seen == [7, 7]
     assert sorted(set(r[0] for r in db.execute_sql("SELECT state FROM caravel_jobs").fetchall())) == [
         JobState.COMPLETED.value]
+
+
+def _finish_all(queue) -> None:
+    while True:
+        lease = queue.claim(QUEUE)
+        if lease is None:
+            return
+        assert queue.complete(lease)
+
+
+def test_the_retention_rule_pruning_within_the_catch_up_window_runs_slots_again(db):
+    clock = ManualClock(T0)
+    first = scheduler_at(db, clock)
+    every_minute(first, catch_up=timedelta(minutes=10))
+    assert first.run_once() == 11
+    _finish_all(first.queue)
+    clock.advance(timedelta(minutes=3))
+    # Pruning keys younger than the window: a restarted scheduler enqueues them again.
+    assert first.queue.prune(timedelta(minutes=2)) == 11
+    restarted = scheduler_at(db, clock)
+    every_minute(restarted, catch_up=timedelta(minutes=10))
+    assert restarted.run_once() == 11
+    t0_slot = (T0 - datetime(1970, 1, 1, tzinfo=UTC)) // MINUTE
+    again = [slot_of(k) for k in keys(db) if slot_of(k) <= t0_slot]
+    assert again == list(range(t0_slot - 7, t0_slot + 1))  # eight slots that had run, again
+
+
+def test_the_retention_rule_pruning_after_the_window_runs_nothing_again(db):
+    clock = ManualClock(T0)
+    first = scheduler_at(db, clock)
+    every_minute(first, catch_up=timedelta(minutes=10))
+    assert first.run_once() == 11
+    _finish_all(first.queue)
+    clock.advance(timedelta(minutes=15))
+    older_than = timedelta(minutes=11)  # longer than the catch-up window and the interval
+    assert first.queue.prune(older_than) == 11
+    restarted = scheduler_at(db, clock)
+    every_minute(restarted, catch_up=timedelta(minutes=10))
+    assert restarted.run_once() == 11  # T0 + 5 min .. T0 + 15 min: all new slots
+    base = slot_of(keys(db)[0])
+    assert [slot_of(k) for k in keys(db)] == list(range(base, base + 11))
+    assert base == (T0 - datetime(1970, 1, 1, tzinfo=UTC)) // MINUTE + 5
