@@ -1,0 +1,193 @@
+"""QueueAdmin's actions on every database: replay_many (and its dry run), discard,
+delete, prune in batches (also while a worker claims)."""
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from caravel_lite import (Dispatch, Failure, InvalidField, JobState, QueueAdmin,
+                          QueueWorker)
+from caravel_lite.admin import PruneProgress
+from tests.admin.seed import Mail, make_queue, seed
+from tests.contract.jobs import row_count
+from tests.support import wait_for
+
+
+@pytest.fixture
+def seeded(db):
+    return seed(db)
+
+
+@pytest.fixture
+def admin(db, seeded):
+    return QueueAdmin(db, clock=seeded.clock)
+
+
+def _states(admin, ids):
+    return {job_id: admin.job(job_id).state for job_id in ids}
+
+
+def test_replay_many_replays_matching_dead_letters_across_tenants(admin, seeded):
+    dead = seeded.where(category="dead")
+    assert admin.replay_many(queue="mail", dry_run=True) == 2
+    assert set(_states(admin, dead).values()) == {JobState.DEAD_LETTER}
+    assert admin.replay_many(queue="mail", failure="lease_expired") == 0
+    assert admin.replay_many(queue="mail", failure=Failure.HANDLER_FAILED) == 2
+    for job_id in dead:
+        job = admin.job(job_id)
+        if job.queue_name == "mail":
+            assert (job.state, job.attempts, job.replay_count, job.last_failure,
+                    job.finished_at) == (JobState.PENDING, 0, 1, None, None)
+            # due now (floor of the clock's millisecond)
+            assert seeded.clock() - timedelta(milliseconds=1) < job.available_at <= seeded.clock()
+        else:
+            assert job.state is JobState.DEAD_LETTER
+    assert admin.replay_many(queue="mail") == 0  # no longer dead
+    assert admin.replay_many(tenant_id="tenant-b") == 1  # reports' tenant-b
+    assert admin.replay_many() == 1
+    assert admin.replay_many() == 0
+    with pytest.raises(InvalidField) as info:
+        admin.replay_many(state=JobState.COMPLETED)
+    assert info.value.field == "state"
+
+
+def test_replay_many_works_in_batches(db, seeded, monkeypatch):
+    import caravel_lite.admin as admin_module
+
+    queue = make_queue(db, seeded.clock)
+    extra = []
+    for n in range(7):
+        job_id = queue.enqueue(Mail(n), Dispatch(queue="bulk", tenant_id=f"t-{n % 3}")).job_id
+        lease = queue.claim("bulk")
+        assert queue.fail(lease, Failure.HANDLER_FAILED)
+        extra.append(job_id)
+    monkeypatch.setattr(admin_module, "ACTION_BATCH", 3)
+    admin = QueueAdmin(db, clock=seeded.clock)
+    assert admin.replay_many(queue="bulk", dry_run=True) == 7
+    assert admin.replay_many(queue="bulk") == 7
+    assert set(_states(admin, extra).values()) == {JobState.PENDING}
+
+
+def test_discard_moves_only_pending_jobs_to_dead_letter(admin, seeded):
+    for category in ("ready", "delayed"):
+        job_id = seeded.ids[("mail", "tenant-b", category)]
+        assert admin.discard(job_id) is True
+        job = admin.job(job_id)
+        assert job.state is JobState.DEAD_LETTER and job.last_failure is Failure.DISCARDED
+        assert seeded.clock() - timedelta(milliseconds=1) < job.finished_at <= seeded.clock()
+        assert admin.discard(job_id) is False
+    for category in ("live", "expired", "completed", "dead"):
+        job_id = seeded.ids[("mail", "tenant-b", category)]
+        before = admin.job(job_id)
+        assert admin.discard(job_id) is False
+        assert admin.job(job_id) == before
+    assert admin.discard(uuid.uuid4()) is False
+    # a discarded job can be replayed like any dead letter
+    assert admin.replay_many(failure=Failure.DISCARDED) == 2
+
+
+def test_delete_any_tenant_but_never_a_leased_job(admin, seeded, db):
+    for category in ("live", "expired"):
+        job_id = seeded.ids[("reports", "tenant-a", category)]
+        assert admin.delete(job_id) is False
+        assert admin.job(job_id).state is JobState.LEASED
+    for category in ("ready", "completed", "dead"):
+        job_id = seeded.ids[("reports", "tenant-a", category)]
+        assert admin.delete(job_id) is True
+        assert admin.job(job_id) is None
+        assert admin.delete(job_id) is False
+    assert row_count(db, "caravel_failures") == 3  # the deleted dead letter's is gone
+
+
+def test_prune_deletes_old_finished_jobs_in_batches(db, seeded, admin):
+    queue = make_queue(db, seeded.clock)
+    for n in range(25):
+        queue.enqueue(Mail(n), Dispatch(queue="old", tenant_id="t"))
+        lease = queue.claim("old")
+        assert queue.complete(lease) if n % 5 else queue.fail(lease, Failure.HANDLER_FAILED)
+    seeded.clock.advance(timedelta(days=8))
+    pending = queue.enqueue(Mail(99), Dispatch(queue="old", tenant_id="t")).job_id
+    seen = []
+    assert admin.prune(timedelta(days=7), states=["completed"], queue="old", batch_size=6,
+                       progress=seen.append) == 20
+    assert seen[0] == PruneProgress(0, 20, 0)
+    assert [p.deleted for p in seen[1:]] == [6, 12, 18, 20]
+    assert seen[-1] == PruneProgress(20, 20, 4)
+    assert admin.stats(queue="old").queues[0].dead_letter == 5
+    assert admin.prune(timedelta(days=7), batch_size=2) == 5 + 8  # + the seed's finished
+    assert {job.job_id for job in admin.jobs(limit=100)} >= {pending}
+    assert all(job.state in (JobState.PENDING, JobState.LEASED)
+               for job in admin.jobs(limit=100))
+    assert row_count(db, "caravel_failures") == 0
+    assert admin.prune(timedelta(0)) == 0
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda a: a.prune(timedelta(days=1), states=["pending"]), "states"),
+    (lambda a: a.prune(timedelta(days=1), states=[]), "states"),
+    (lambda a: a.prune(timedelta(days=-1)), "older_than"),
+    (lambda a: a.prune("7d"), "older_than"),
+    (lambda a: a.prune(timedelta(days=1), batch_size=0), "batch_size"),
+    (lambda a: a.prune(timedelta(days=1), queue="A"), "queue"),
+    (lambda a: a.prune(timedelta(days=1), progress="yes"), "progress"),
+    (lambda a: a.discard("x"), "job_id"),
+    (lambda a: a.delete(42), "job_id"),
+])
+def test_bad_action_arguments_name_the_field_and_change_nothing(admin, db, call, field):
+    before = row_count(db)
+    with pytest.raises(InvalidField) as info:
+        call(admin)
+    assert info.value.field == field
+    assert row_count(db) == before
+
+
+def test_prune_while_a_worker_claims_never_deletes_pending_or_leased_jobs(db, connect,
+                                                                          seeded):
+    """A worker drains a queue on its own connection while prune deletes old history
+    in small batches: every job enqueued is completed exactly once and none is lost;
+    only old finished rows go."""
+    clock = seeded.clock
+    history = make_queue(db, clock)
+    for n in range(60):
+        history.enqueue(Mail(n), Dispatch(queue="busy", tenant_id="t"))
+        assert history.complete(history.claim("busy"))
+    clock.advance(timedelta(days=2))
+    fresh = [history.enqueue(Mail(1000 + n), Dispatch(queue="busy", tenant_id="t")).job_id
+             for n in range(40)]
+    ran = []
+    worker_db = connect()
+    worker_queue = make_queue(worker_db, clock, max_attempts=3)
+    worker = QueueWorker(worker_queue)
+    stop = threading.Event()
+    errors = []
+
+    def work():
+        try:
+            while not stop.is_set():
+                if worker.run_once("busy"):
+                    ran.append(1)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            worker.close()
+            worker_db.close()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    admin = QueueAdmin(db, clock=clock)
+    try:
+        pruned = admin.prune(timedelta(days=1), batch_size=7)
+        wait_for(lambda: len(ran) >= len(fresh) or errors, timeout=60,
+                 message="the worker to drain the fresh jobs")
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert not errors, errors
+    assert pruned == 60 + 4 + 4  # the old history and the seed's finished jobs
+    for job_id in fresh:
+        assert admin.job(job_id).state is JobState.COMPLETED
+    for job_id in seeded.where(category="ready") + seeded.where(category="live"):
+        assert admin.job(job_id) is not None
