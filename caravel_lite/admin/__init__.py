@@ -205,6 +205,22 @@ class QueueAdmin:
             logger.info("replayed %d dead letter(s)", total)
         return total
 
+    def replay(self, job_id: Union[uuid.UUID, str]) -> bool:
+        """Replay one dead letter of any tenant (as :meth:`replay_many` does); False
+        for any other state, an unknown id, or the loser of two simultaneous replays."""
+        ident = validation.check_uuid("job_id", job_id)
+        row = self.db.execute_sql(f"SELECT queue FROM {JOBS_TABLE} WHERE id = {self.db.param}",
+                                  (ident,)).fetchone()
+        if row is None:
+            return False
+        now_ms = floor_ms(self._now_us())
+        sql = self._replay.format(ids=self.db.param)
+        changed = retrying(dialect_of(self.db), self.db,
+                           lambda: self.db.execute_sql(sql, (now_ms, now_ms, ident)).rowcount)
+        if changed:
+            self._telemetry.count("replayed", row[0])
+        return changed == 1
+
     def discard(self, job_id: Union[uuid.UUID, str]) -> bool:
         """Move a PENDING job (waiting or delayed, any tenant) to DEAD_LETTER with the
         failure ``DISCARDED``, so that it never runs unless replayed. False (nothing
@@ -228,16 +244,20 @@ class QueueAdmin:
     def prune(self, older_than: Union[timedelta, datetime],
               states: Iterable[Union[JobState, str]] = retention.FINISHED,
               queue: Optional[str] = None, batch_size: int = 1000,
-              progress: Optional[retention.Progress] = None) -> int:
+              progress: Optional[retention.Progress] = None, *,
+              dry_run: bool = False) -> int:
         """Delete jobs in ``states`` (COMPLETED and/or DEAD_LETTER) that finished before
         ``older_than`` (an aware datetime, or a timedelta before now), of ``queue``
         only when given, with their failure history, ``batch_size`` (1..10000) per
         short transaction so that workers keep claiming meanwhile. Pending and leased
         jobs are never touched. ``progress`` is called with a :class:`PruneProgress`
-        before the first batch and after each one. Returns how many were deleted.
-        Pruned idempotency keys lose their duplicate protection."""
+        before the first batch and after each one. Returns how many were deleted, or
+        with ``dry_run`` how many match now, deleting nothing. Pruned idempotency keys
+        lose their duplicate protection."""
         chosen = retention.check_states(states)
         cutoff = retention.cutoff_ms(older_than, self._now_us())
         if progress is not None and not callable(progress):
             raise InvalidField("progress", "must be a callable taking a PruneProgress")
+        if dry_run:
+            return self._pruner.count(cutoff, chosen, queue)
         return self._pruner.prune(cutoff, chosen, queue, batch_size, progress)

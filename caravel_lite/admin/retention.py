@@ -100,11 +100,7 @@ class Pruner:
             validation.check_queue(queue)
         total = 0
         if progress is not None:
-            count = self._count + (f" AND queue = {self.db.param}" if queue else "")
-            for state in states:
-                extra = (queue,) if queue else ()
-                (n,) = self.db.execute_sql(count, (state.value, cutoff, *extra)).fetchone()
-                total += int(n)
+            total = self.count(cutoff, states, queue)
             progress(PruneProgress(0, total, 0))
         deleted = batches = 0
         p = self.db.param
@@ -123,6 +119,18 @@ class Pruner:
                 if len(ids) < batch_size:
                     break
         return deleted
+
+    def count(self, cutoff: int, states: Sequence[JobState], queue: Optional[str]) -> int:
+        """How many jobs :meth:`prune` would delete now (read from the prune index)."""
+        if queue is not None:
+            validation.check_queue(queue)
+        sql = self._count + (f" AND queue = {self.db.param}" if queue else "")
+        total = 0
+        for state in states:
+            extra = (queue,) if queue else ()
+            (n,) = self.db.execute_sql(sql, (state.value, cutoff, *extra)).fetchone()
+            total += int(n)
+        return total
 
     def delete(self, job_id: str, condition: str = "", params: Sequence[object] = ()) -> bool:
         """Delete one job unless it is leased (and unless ``condition`` fails), with its

@@ -25,6 +25,14 @@ COMMANDS: Sequence[str] = (
     "relay",
     "scheduler",
     "schedules",
+    "queues",
+    "jobs",
+    "show",
+    "replay",
+    "discard",
+    "delete",
+    "prune",
+    "stats",
 )
 
 PROG = "caravel-lite"

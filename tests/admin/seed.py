@@ -73,9 +73,11 @@ def next_millisecond() -> None:
         time.sleep(0.0002)
 
 
-def seed(db: peewee.Database) -> Seeded:
-    clock = ManualClock(START)
-    queue = make_queue(db, clock)
+def seed(db: peewee.Database, start: datetime = START, lease: timedelta = LEASE) -> Seeded:
+    """``start``: the seed's clock (for processes that read the system clock, the
+    present); ``lease``: the live leases' duration."""
+    clock = ManualClock(start)
+    queue = make_queue(db, clock, lease_duration=lease)
     s = Seeded(clock, queue)
     n = 0
 

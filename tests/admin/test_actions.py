@@ -191,3 +191,17 @@ def test_prune_while_a_worker_claims_never_deletes_pending_or_leased_jobs(db, co
         assert admin.job(job_id).state is JobState.COMPLETED
     for job_id in seeded.where(category="ready") + seeded.where(category="live"):
         assert admin.job(job_id) is not None
+
+
+def test_replay_one_job_of_any_tenant(admin, seeded):
+    dead = seeded.ids[("reports", "tenant-b", "dead")]
+    assert admin.replay(dead) is True
+    job = admin.job(dead)
+    assert (job.state, job.attempts, job.replay_count) == (JobState.PENDING, 0, 1)
+    assert admin.replay(dead) is False
+    for category in ("completed", "live", "ready"):
+        job_id = seeded.ids[("reports", "tenant-b", category)]
+        before = admin.job(job_id)
+        assert admin.replay(str(job_id)) is False
+        assert admin.job(job_id) == before
+    assert admin.replay(uuid.uuid4()) is False

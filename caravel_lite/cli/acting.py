@@ -1,0 +1,48 @@
+"""How ``replay``, ``discard`` and ``delete`` act on a list of job ids: one line per id
+(or one JSON object), the count at the end, ``--dry-run`` reading each job's state
+instead of changing it. Exit 1 when some of the jobs could not be acted on."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Callable, Sequence
+
+from caravel_lite.admin import QueueAdmin
+from caravel_lite.cli import common, operating
+from caravel_lite.values import JobState
+
+
+def add_ids(parser: argparse.ArgumentParser, nargs: str = "+") -> None:
+    parser.add_argument("job_ids", nargs=nargs, type=operating.job_id, metavar="JOB_ID")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="say what would be done and change nothing")
+
+
+def on_ids(args: argparse.Namespace, admin: QueueAdmin, verb: str,
+           act: Callable[[Any], bool], eligible: Callable[[JobState], bool],
+           why_not: str) -> int:
+    """Apply ``act`` to each id (or, with --dry-run, test ``eligible`` on its state)."""
+    ids: Sequence[str] = list(operating.each_id(args.job_ids))
+    done = 0
+    for ident in ids:
+        job = admin.job(ident)
+        state = job.state.value if job is not None else None
+        if args.dry_run:
+            ok = job is not None and eligible(job.state)
+        else:
+            ok = act(ident)
+        done += ok
+        if args.json:
+            operating.print_json({"job_id": ident, verb: ok, "dry_run": args.dry_run,
+                                  "state": state})
+        elif ok:
+            print(f"{ident} {'would be ' if args.dry_run else ''}{verb}")
+        else:
+            reason = "no such job" if job is None else f"{state}: {why_not}"
+            print(f"{ident} not {verb} ({reason})")
+    tail = " (dry run: nothing changed)" if args.dry_run else ""
+    sys.stderr.write(f"{done} of {len(ids)} job(s) {'would be ' if args.dry_run else ''}"
+                     f"{verb}{tail}\n")
+    if done < len(ids):
+        raise common.CommandFailed(f"{len(ids) - done} of {len(ids)} job(s) not {verb}")
+    return common.OK

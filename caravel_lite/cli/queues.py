@@ -1,0 +1,34 @@
+"""``caravel-lite queues``: one row per queue: jobs ready, delayed, leased (live),
+expired, dead letters, completed within --since (default 1h), and the age of the
+oldest ready job. Read-only; sees every tenant. ``--json``: one object per queue."""
+from __future__ import annotations
+
+import argparse
+from datetime import timedelta
+
+from caravel_lite.cli import common, operating
+
+
+def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    cmd = subparsers.add_parser("queues", help="one row per queue: ready, delayed, leased ...",
+                                description=__doc__.replace("``", ""))
+    operating.add_database_and_json(cmd)
+    cmd.add_argument("--since", type=operating.instant, default=timedelta(hours=1),
+                     help="window of the completed count (default 1h)")
+    cmd.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with operating.AdminSession(args) as admin:
+        stats = admin.stats(since=args.since)
+    if args.json:
+        for q in stats.queues:
+            operating.print_json(q)
+        return common.OK
+    operating.table(
+        ("QUEUE", "READY", "DELAYED", "LEASED", "EXPIRED", "DEAD", "COMPLETED",
+         "OLDEST READY"),
+        [(q.queue_name, q.ready, q.delayed, q.leased, q.expired, q.dead_letter, q.completed,
+          operating.age(q.oldest_ready_age)) for q in stats.queues],
+        right=range(1, 8))
+    return common.OK

@@ -1,0 +1,60 @@
+"""``caravel-lite show JOB_ID``: one job of any tenant: its envelope and failure
+history (each failed attempt's time, attempt, category, exception type and site). The
+payload only with ``--show-payload``. Exit 1 if there is no such job. ``--json``: one
+object."""
+from __future__ import annotations
+
+import argparse
+
+from caravel_lite.cli import common, operating
+
+
+def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    cmd = subparsers.add_parser("show", help="one job's envelope and failure history",
+                                description=__doc__.replace("``", ""))
+    operating.add_database_and_json(cmd)
+    cmd.add_argument("job_id", type=operating.job_id, metavar="JOB_ID")
+    cmd.add_argument("--show-payload", action="store_true", help="include the payload")
+    cmd.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with operating.AdminSession(args) as admin:
+        job = admin.job(args.job_id, include_payload=args.show_payload)
+    if job is None:
+        raise common.CommandFailed(f"no job {args.job_id}")
+    if args.json:
+        data = operating.plain(job)
+        if not args.show_payload:
+            del data["payload"]
+        operating.print_json(data)
+        return common.OK
+    fields = [("job", job.job_id), ("queue", job.queue_name), ("tenant", job.tenant_id),
+              ("wire name", job.wire_name), ("state", job.state.value),
+              ("priority", job.priority.name.lower()),
+              ("attempts", f"{job.attempts} of {job.max_attempts}"),
+              ("replays", job.replay_count),
+              ("last failure", job.last_failure.value if job.last_failure else "-"),
+              ("idempotency key", job.idempotency_key or "-"),
+              ("enqueued", operating.when(job.enqueued_at)),
+              ("due", operating.when(job.available_at)),
+              ("claimed", operating.when(job.claimed_at)),
+              ("lease expires", operating.when(job.lease_expires_at)),
+              ("finished", operating.when(job.finished_at)),
+              ("updated", operating.when(job.updated_at))]
+    if args.show_payload:
+        fields.append(("payload", job.payload))
+    width = max(len(name) for name, _ in fields)
+    for name, value in fields:
+        print(f"{name.ljust(width)}  {common.safe_text(value)}")
+    print()
+    if not job.failures:
+        print("failure history: none recorded")
+        return common.OK
+    print(f"failure history ({len(job.failures)}, oldest first):")
+    operating.table(("#", "FAILED (UTC)", "REPLAY", "ATTEMPT", "CATEGORY", "TYPE", "SITE",
+                     "DESCRIPTION"),
+                    [(f.seq, operating.when(f.failed_at), f.replays, f.attempt,
+                      f.category.value, f.error_type or "-", f.site or "-",
+                      f.description or "-") for f in job.failures], right=(0, 2, 3))
+    return common.OK
