@@ -67,7 +67,7 @@ class Dialect:
     # before 8.0.1: no SKIP LOCKED). See :attr:`claim_method`.
     claim_lock: Optional[str] = None
     # How an idle worker learns that another connection may have added a job
-    # (caravel_lite.wakeup): "notify" (a trigger's NOTIFY, heard by LISTEN),
+    # (caravel_lite.worker.waiter): "notify" (a trigger's NOTIFY, heard by LISTEN),
     # "data_version" (PRAGMA data_version changes when another connection commits) or
     # "poll" (no cheap signal: claim again every poll_interval).
     change_signal: str = "poll"
@@ -178,6 +178,29 @@ class Dialect:
             return isinstance(exc, (peewee.InterfaceError, peewee.OperationalError)) and (
                 getattr(original, "sqlstate", None) in (None, "57P01", "08006", "08003"))
         return False
+
+
+    def is_unfixable(self, exc: BaseException) -> bool:
+        """True for a database error that waiting cannot fix: the schema is not there
+        (not migrated, wrong database) or the server refuses this login. A worker
+        riding out an outage exits at once on these."""
+        original = _original(exc)
+        text = str(original).lower()
+        if self.name == "sqlite":
+            return "no such table" in text or "no such column" in text
+        if self.name == "postgres":
+            code = getattr(original, "sqlstate", None)
+            if code is not None:
+                # 28xxx: authorization refused; 3D000: no such database; 42P01/42703:
+                # undefined table/column.
+                return code.startswith("28") or code in ("3D000", "42P01", "42703")
+            # Refusals at connect time may come without a SQLSTATE.
+            return ("authentication failed" in text or "no password supplied" in text
+                    or ("database" in text and "does not exist" in text)
+                    or ("role" in text and "does not exist" in text))
+        # 1044/1045: access denied; 1049: unknown database; 1146/1054: no such
+        # table/column.
+        return _mysql_code(original) in (1044, 1045, 1049, 1146, 1054)
 
 
 def _original(exc: BaseException) -> BaseException:

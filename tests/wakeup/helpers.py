@@ -10,7 +10,7 @@ from typing import Any, List, Optional, Tuple
 import peewee
 
 from caravel_lite import DatabaseQueue, Dispatch, JobRegistry, QueueOptions
-from caravel_lite.wakeup import Waiter
+from caravel_lite.worker.waiter import Waiter, Wakeup
 
 QUEUE = "wakeup"
 OTHER_QUEUE = "wakeup-other"
@@ -49,11 +49,11 @@ class Recording(Waiter):
         self.entered = threading.Event()
         self.idle = threading.Event()
 
-    def wait(self, stop: threading.Event, timeout: float) -> bool:
+    def wait(self, wakeup: Wakeup, timeout: float) -> bool:
         self.entered.set()
         self.idle.set()
         try:
-            result = self.inner.wait(stop, timeout)
+            result = self.inner.wait(wakeup, timeout)
         finally:
             self.idle.clear()
         self.results.append(result)
@@ -75,7 +75,7 @@ class Started:
         self.event.set()
 
 
-def timed_wait(waiter: Waiter, stop: threading.Event, timeout: float) -> Tuple[bool, float]:
+def timed_wait(waiter: Waiter, wakeup: Wakeup, timeout: float) -> Tuple[bool, float]:
     started = time.monotonic()
-    result = waiter.wait(stop, timeout)
+    result = waiter.wait(wakeup, timeout)
     return result, time.monotonic() - started

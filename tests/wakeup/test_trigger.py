@@ -15,7 +15,7 @@ from caravel_lite import Dispatch, Failure, check_schema, migrate, open_database
 from caravel_lite.clock import floor_ms, now_micros
 from caravel_lite.dialect import dialect_of
 from caravel_lite.migrator import pending_migrations, runner
-from caravel_lite.wakeup import CHANNEL
+from caravel_lite.worker.waiter import CHANNEL
 from tests.support import wait_for
 from tests.wakeup.helpers import OTHER_QUEUE, QUEUE, Ping, enqueue, make_queue
 

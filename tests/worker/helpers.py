@@ -67,8 +67,9 @@ def counting(queue_class: type, method: str) -> type:
     return type(f"Counting{method.title()}", (queue_class,), {"calls": 0, method: wrapper})
 
 
-def raising(method: str) -> type:
-    """A DatabaseQueue subclass whose ``method`` fails like a lost database."""
+def raising(*methods: str) -> type:
+    """A DatabaseQueue subclass whose ``methods`` fail like a lost database."""
     def broken(self: Any, *args: Any, **kwargs: Any) -> Any:
         raise peewee.OperationalError("simulated outage")
-    return type(f"Broken{method.title()}", (DatabaseQueue,), {method: broken})
+    return type(f"Broken{methods[0].title()}", (DatabaseQueue,),
+                {method: broken for method in methods})

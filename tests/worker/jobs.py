@@ -2,7 +2,8 @@
 command-line worker started as a subprocess (``tests.worker.jobs:registry``).
 
 The subprocess handlers are steered by environment variables: a ``Block`` job writes
-its id to CARAVEL_TEST_READY (atomically) and waits until it is cancelled.
+its id to CARAVEL_TEST_READY (atomically) and waits until it is cancelled, then raises
+``Cancelled`` (a handler that returned normally instead would be completed).
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def block(job: Block, ctx: JobContext) -> None:
         handle.write(str(ctx.job_id))
     os.replace(temporary, ready)
     ctx.cancelled.wait(30)
+    ctx.raise_if_cancelled()
 
 
 __all__ = ["Note", "Block", "registry"]

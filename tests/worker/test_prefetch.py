@@ -35,7 +35,7 @@ def test_prefetch_is_validated(db, value):
     queue = DatabaseQueue(db, JobRegistry(), options())
     with pytest.raises(InvalidField, match="prefetch"):
         QueueWorker(queue, prefetch=value)
-    assert QueueWorker(queue).prefetch == 1
+    assert QueueWorker(queue).prefetch is None  # the adaptive default
     assert QueueWorker(queue, prefetch=100).prefetch == 100
 
 
@@ -66,33 +66,61 @@ def test_acknowledgements_wait_for_the_end_of_the_batch_or_close(db):
     assert status(queue, third).state is JobState.LEASED
     worker.close()
     assert status(queue, third).state is JobState.COMPLETED
-    assert status(queue, fourth).state is JobState.LEASED  # claimed, never started
+    found = status(queue, fourth)  # claimed, never started: handed back
+    assert (found.state, found.attempts) == (JobState.PENDING, 0)
 
 
-def test_no_job_starts_after_its_lease_expired_and_waiting_acks_are_written_in_time(db):
+def test_waiting_jobs_grown_old_are_handed_back_and_due_acks_written_in_time(db):
+    """A waiting job whose lease has less than half of lease_duration left is never
+    started: it is released (attempt given back). A completion waiting in the batch is
+    written before its lease could run out."""
     clock = ManualClock()
     ran: List[int] = []
-    seen_first: List[JobState] = []
 
     def handle(job: Step, ctx: JobContext) -> None:
         ran.append(job.n)
         if job.n == 0:
             clock.advance(timedelta(seconds=1.5))  # 0.5 s of the 2 s lease left
-        elif job.n == 1:
-            # The first job's acknowledgement was due (under half a lease left), so it
-            # was written before this job started.
-            seen_first.append(status(queue, ids[0]).state)
-            clock.advance(timedelta(seconds=1))  # now past the shared lease expiry
 
     queue = DatabaseQueue(db, _registry(handle), options(lease=2), clock=clock)
     ids = [enqueue(queue, Step(i)) for i in range(3)]
     worker = QueueWorker(queue, prefetch=3)
-    assert [worker.run_once(QUEUE) for _ in range(3)] == [True, True, True]
-    worker.close()
-    assert ran == [0, 1]  # the third job's lease had expired: never started
-    assert seen_first == [JobState.COMPLETED]
+    assert worker.run_once(QUEUE)
+    # Job 0's acknowledgement was due (under half a lease left): written before the
+    # next job was looked at; jobs 1 and 2 were too old to start: handed back.
+    assert worker.run_once(QUEUE)
     assert status(queue, ids[0]).state is JobState.COMPLETED
-    for job_id in ids[1:]:  # not acknowledged: taken again after the lease
+    assert ran == [0]
+    for job_id in ids[1:2]:
+        found = status(queue, job_id)
+        assert (found.state, found.attempts) == (JobState.PENDING, 0)
+    # The next run_once (job 2, also too old) hands it back too, then claims job 1
+    # afresh: its first attempt again.
+    while worker.run_once(QUEUE):
+        pass
+    worker.close()
+    assert sorted(ran) == [0, 1, 2]
+    for job_id in ids:
+        found = status(queue, job_id)
+        assert (found.state, found.attempts) == (JobState.COMPLETED, 1)
+
+
+def test_an_expired_waiting_job_is_not_run(db):
+    clock = ManualClock()
+    ran: List[int] = []
+
+    def handle(job: Step, ctx: JobContext) -> None:
+        ran.append(job.n)
+        if job.n == 0:
+            clock.advance(timedelta(seconds=3))  # past the shared 2 s lease
+
+    queue = DatabaseQueue(db, _registry(handle), options(lease=2), clock=clock)
+    ids = [enqueue(queue, Step(i)) for i in range(2)]
+    worker = QueueWorker(queue, prefetch=2)
+    assert worker.run_once(QUEUE) and worker.run_once(QUEUE)
+    worker.close()
+    assert ran == [0]
+    for job_id in ids:  # neither acknowledged: taken again after the lease
         found = status(queue, job_id)
         assert (found.state, found.attempts) == (JobState.LEASED, 1)
 
@@ -140,7 +168,7 @@ def test_a_stale_lease_in_a_batched_acknowledgement_does_not_block_the_others(db
     assert [status(queue, i).state for i in ids[1:]] == [JobState.COMPLETED] * 2
 
 
-def test_stop_mid_batch_writes_the_finished_and_leaves_the_rest_leased(db, connect):
+def test_stop_mid_batch_writes_the_finished_and_hands_back_the_unstarted(db, connect):
     stop = threading.Event()
     ran: List[int] = []
     cancelled: List[bool] = []
@@ -150,6 +178,7 @@ def test_stop_mid_batch_writes_the_finished_and_leaves_the_rest_leased(db, conne
         if job.n == 1:
             stop.set()
             cancelled.append(ctx.cancelled.wait(10))
+            ctx.raise_if_cancelled()  # stops without finishing: left leased
 
     queue = DatabaseQueue(connect(), _registry(handle), options(lease=30))
     ids = [enqueue(queue, Step(i)) for i in range(3)]
@@ -157,9 +186,10 @@ def test_stop_mid_batch_writes_the_finished_and_leaves_the_rest_leased(db, conne
     assert ran == [0, 1] and cancelled == [True]
     reader = DatabaseQueue(db, JobRegistry(), options())
     assert status(reader, ids[0]).state is JobState.COMPLETED
-    for job_id in ids[1:]:
-        found = status(reader, job_id)
-        assert (found.state, found.attempts) == (JobState.LEASED, 1)
+    found = status(reader, ids[1])
+    assert (found.state, found.attempts) == (JobState.LEASED, 1)
+    found = status(reader, ids[2])  # never started: released, attempt given back
+    assert (found.state, found.attempts) == (JobState.PENDING, 0)
 
 
 def test_no_thread_is_started_per_job(db):

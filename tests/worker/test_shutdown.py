@@ -61,6 +61,7 @@ def test_stop_mid_handler_leaves_the_job_leased_for_another_worker(db, connect):
         if ctx.attempt == 1:
             started.set()
             cancelled.append(ctx.cancelled.wait(10))
+            ctx.raise_if_cancelled()  # told to stop: ends without finishing
 
     opts = options(lease=1)
     queue = DatabaseQueue(db, registry, opts)

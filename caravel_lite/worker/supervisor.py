@@ -1,18 +1,20 @@
-"""Supervision of the running job: its lease deadline, renewals and shutdown.
+"""Supervision of running jobs: their lease deadlines, renewals and shutdown.
 
-One long-lived thread per :class:`~caravel_lite.worker.QueueWorker` watches whichever
-job the worker is running (starting a thread per job cost more than a no-op job). It
-renews the lease on schedule and tells the handler to stop (``ctx.cancelled``; an async
-handler's task is cancelled) when the deadline passes, a renewal is refused or fails,
-or ``stop`` is set. Lease deadlines come from the queue's clock; the thread's own waits
-use real time.
+One long-lived thread per :class:`~caravel_lite.worker.QueueWorker` watches every job the
+worker is running, however many (starting a thread per job cost more than a no-op job).
+For each job it renews the lease on schedule and tells the handler to stop
+(``ctx.cancelled``; an async handler's task is cancelled) when the deadline passes, a
+renewal is refused or fails, or ``stop`` is set. Lease deadlines come from the queue's
+clock; the thread's own waits use real time. It uses one database connection of its own
+(renewals, and acknowledgements that fall due while the worker's loop is busy), opened
+while jobs run and closed when none does.
 """
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Dict, List, Optional
 
 from caravel_lite.observability import logger
 from caravel_lite.values import JobContext, QueueLease
@@ -21,24 +23,26 @@ from caravel_lite.values import JobContext, QueueLease
 LEASE_LOST = "lease_lost"
 CANCELLED = "cancelled"
 
-# Longest the supervisor sleeps between looks at the clock and the stop event: it
-# bounds how late a shutdown reaches a running handler, and lets a manually advanced
-# test clock be noticed, at the cost of a few wake-ups per second while jobs run.
+# Longest the supervisor sleeps between looks at the clock and the stop event while
+# jobs run: it bounds how late a shutdown or a deadline reaches a running handler, and
+# lets a manually advanced test clock be noticed, at a few wake-ups per second.
 SUPERVISOR_TICK = 0.1
-# After a job ends the thread keeps ticking this many times, so that the next job of a
-# busy worker is picked up without waking it; then it waits for a wake-up...
+# After the last job ends the thread keeps ticking this many times, so that the next
+# job of a busy worker is picked up without waking it; then it waits for a wake-up...
 LINGER_TICKS = 10
 # ...and after this many idle seconds the thread ends (the next job starts a new one).
 IDLE_WAITS = 5
 IDLE_WAIT = 1.0
+# While riding out an outage, a renewal that failed is tried again this much later.
+RENEWAL_RETRY = 1.0
 
 
 class JobControl:
-    """What the worker thread and the supervisor share for one job.
+    """What the handler's thread, the worker's loop and the supervisor share for one job.
 
-    ``reason`` is the first reason the job was told to stop (LEASE_LOST or CANCELLED);
-    once set, nothing is acknowledged. ``error`` is an exception the supervisor hit
-    (renewing, or flushing acknowledgements), re-raised by the worker thread.
+    ``reason`` is the first reason the job was told to stop (LEASE_LOST or CANCELLED).
+    ``error`` is an exception the supervisor hit renewing (a worker fault unless the
+    worker rides out outages).
     """
 
     def __init__(self, lease: QueueLease) -> None:
@@ -46,12 +50,12 @@ class JobControl:
         self.reason: Optional[str] = None
         self.error: Optional[BaseException] = None
         self.done = threading.Event()
-        # Held by the supervisor while it acts for this job: the worker takes it after
-        # the handler so that a renewal in flight has landed before the outcome is read.
+        # Held by the supervisor while it acts for this job: taken after the handler so
+        # that a renewal in flight has landed before the outcome is read.
         self.busy = threading.Lock()
         self.next_renewal: Optional[float] = None
         self.finished = False   # the supervisor has nothing more to do for this job
-        self.used_db = False
+        self.used_db = False    # the supervisor renewed it (on its own connection)
         self._lock = threading.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._task: Optional[asyncio.Future] = None
@@ -88,9 +92,11 @@ class JobControl:
 class Supervisor:
     """The supervising thread of one worker; started on demand, ends when idle.
 
-    ``queue`` renews leases and gives the clock. ``chore`` is called on every tick
-    while a job runs (the worker flushes acknowledgements that are due); it returns
-    True when it used the database, and its exceptions are worker faults.
+    ``queue`` renews leases and gives the clock. ``chore`` is called on every tick while
+    jobs run (the worker writes acknowledgements that are due, hands back prefetched
+    jobs grown old); it returns True when it used the database. ``ride_out``: renewal
+    and chore errors are retried later instead of cancelling the job (the worker rides
+    out database outages); deadlines still cancel.
     """
 
     def __init__(self, queue, chore: Callable[[], bool]) -> None:
@@ -98,15 +104,16 @@ class Supervisor:
         self._chore = chore
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._control: Optional[JobControl] = None
+        self._controls: Dict[int, JobControl] = {}
         self._stop: Optional[threading.Event] = None
         self._thread: Optional[threading.Thread] = None
         self._idle = False
         self._closing = False
+        self.ride_out = False
         interval = queue.options.lease_renewal_interval
         self._period = interval.total_seconds() if interval is not None else None
 
-    # -- the worker thread's side ------------------------------------------------------
+    # -- the worker's side -----------------------------------------------------------------
 
     def watch(self, control: JobControl, stop: Optional[threading.Event]) -> None:
         """Supervise ``control`` until :meth:`release`."""
@@ -114,13 +121,14 @@ class Supervisor:
             control.next_renewal = time.monotonic() + self._period
         remaining = (control.lease.expires_at - self._queue.clock()).total_seconds()
         with self._lock:
-            self._control, self._stop, self._closing = control, stop, False
+            self._controls[id(control)] = control
+            self._stop, self._closing = stop, False
             if self._thread is None:
                 self._thread = threading.Thread(target=self._main, name="caravel-supervisor",
                                                 daemon=True)
                 self._thread.start()
             elif self._idle or remaining < 2 * SUPERVISOR_TICK:
-                # A lingering thread finds the job within a tick; wake it only when it
+                # A ticking thread finds the job within a tick; wake it only when it
                 # sleeps longer or the deadline is closer than that.
                 self._wake.set()
 
@@ -131,8 +139,7 @@ class Supervisor:
         with control.busy:
             pass
         with self._lock:
-            if self._control is control:
-                self._control = None
+            self._controls.pop(id(control), None)
 
     def close(self) -> None:
         """End the thread (it is started again by the next :meth:`watch`)."""
@@ -143,40 +150,79 @@ class Supervisor:
         if thread is not None and thread is not threading.current_thread():
             thread.join()
 
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
     # -- the supervising thread ----------------------------------------------------------
 
     def _main(self) -> None:
         db = self._queue.db
         quiet = 0  # ticks (then idle waits) since the last job
+        used_db = False
         try:
             while True:
                 with self._lock:
-                    control, stop = self._control, self._stop
-                    if control is not None and control.done.is_set():
-                        control = None
-                    if control is None:
+                    controls: List[JobControl] = [c for c in self._controls.values()
+                                                  if not c.done.is_set()]
+                    stop = self._stop
+                    if not controls:
                         if self._closing or quiet >= LINGER_TICKS + IDLE_WAITS:
                             self._thread = None
                             return
                         self._idle = quiet >= LINGER_TICKS
-                        self._wake.clear()
-                if control is None:
+                    self._wake.clear()
+                if not controls:
+                    if used_db and not db.is_closed():
+                        # Peewee connections are per thread: this one was opened here
+                        # for renewals; never keep it open while no job runs.
+                        db.close()
+                    used_db = False
                     quiet += 1
                     self._wake.wait(IDLE_WAIT if self._idle else SUPERVISOR_TICK)
                     continue
                 quiet = 0
-                wait = self._tend(control, stop)
-                control.done.wait(wait)
-                if control.done.is_set() and control.used_db and not db.is_closed():
-                    # Peewee connections are per thread: this one was opened here for
-                    # this job's renewals; never keep it open between jobs.
-                    db.close()
+                wait = SUPERVISOR_TICK
+                for control in controls:
+                    wait = min(wait, self._tend(control, stop))
+                    used_db = used_db or control.used_db
+                try:
+                    if self._chore():
+                        used_db = True
+                except Exception as exc:  # a database error: the loop meets it too
+                    used_db = True
+                    self._chore_failed(exc, controls)
+                self._wake.wait(max(wait, 0.0))
         finally:
             if not db.is_closed():
+                try:
+                    db.close()
+                except Exception:  # a broken connection: it is gone anyway
+                    pass
+
+    def _chore_failed(self, exc: BaseException, controls: List[JobControl]) -> None:
+        self._drop_connection()
+        if self.ride_out:
+            logger.debug("supervisor: writing due acknowledgements failed (%s); the "
+                         "worker retries", type(exc).__name__)
+            return
+        for control in controls:  # a worker fault: stop the jobs, report through one
+            with control.busy:
+                if control.error is None:
+                    control.error = exc
+                control.finished = True
+                control.cancel(LEASE_LOST)
+
+    def _drop_connection(self) -> None:
+        db = self._queue.db
+        if not db.in_transaction():
+            try:
                 db.close()
+            except Exception:
+                pass
 
     def _tend(self, control: JobControl, stop: Optional[threading.Event]) -> float:
-        """One look at the job; returns how long to sleep before the next."""
+        """One look at a job; returns how long to sleep before the next."""
         with control.busy:
             if control.finished or control.done.is_set():
                 return SUPERVISOR_TICK
@@ -191,20 +237,25 @@ class Supervisor:
                 control.finished = True
                 control.cancel(LEASE_LOST)
                 return SUPERVISOR_TICK
-            try:
-                if control.next_renewal is not None and time.monotonic() >= control.next_renewal:
-                    control.used_db = True
-                    if not self._renew(control):
-                        control.finished = True
-                        return SUPERVISOR_TICK
-                    control.next_renewal = time.monotonic() + self._period
-                if self._chore():
-                    control.used_db = True
-            except BaseException as exc:  # a database error: a worker fault
-                control.error = exc
-                control.finished = True
-                control.cancel(LEASE_LOST)
-                return SUPERVISOR_TICK
+            if control.next_renewal is not None and time.monotonic() >= control.next_renewal:
+                control.used_db = True
+                try:
+                    renewed = self._renew(control)
+                except Exception as exc:  # a database error
+                    self._drop_connection()
+                    if self.ride_out:
+                        logger.debug("job %s: renewal failed (%s); retrying",
+                                     control.lease.job_id, type(exc).__name__)
+                        control.next_renewal = time.monotonic() + RENEWAL_RETRY
+                        return min(remaining, SUPERVISOR_TICK)
+                    control.error = exc
+                    control.finished = True
+                    control.cancel(LEASE_LOST)
+                    return SUPERVISOR_TICK
+                if not renewed:
+                    control.finished = True
+                    return SUPERVISOR_TICK
+                control.next_renewal = time.monotonic() + self._period
             wait = min(remaining, SUPERVISOR_TICK)
             if control.next_renewal is not None:
                 wait = min(wait, max(control.next_renewal - time.monotonic(), 0.0))

@@ -1,0 +1,143 @@
+"""Writing what happened to each job: completions (batched), failures, snoozes and
+releases, every one fenced by the job's own lease.
+
+Completions may wait in a batch (the worker writes them before it claims or blocks,
+and as soon as the oldest waiting one has no more than half of ``lease_duration``
+left). A write that fails with a database error is kept and tried again by the next
+:meth:`Acknowledgements.flush` (after the worker reconnected): it lands if the lease is
+still owned, and answers False otherwise; since every write is fenced, no job is ever
+acknowledged twice.
+"""
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+from typing import Any, Callable, List, Optional, Tuple
+
+from caravel_lite.observability import Telemetry, logger
+from caravel_lite.outcomes import Snooze
+from caravel_lite.values import Failure, QueueLease
+
+__all__ = ["Acknowledgements"]
+
+
+class Acknowledgements:
+    """The worker's writes of outcomes. Thread-safe: the worker's loop and the
+    supervisor (writing due completions while the loop is busy) share it."""
+
+    def __init__(self, queue: Any, telemetry: Telemetry) -> None:
+        self.queue = queue
+        self.telemetry = telemetry
+        self._lock = threading.RLock()  # held while writing: one batch, one writer
+        self._completions: List[QueueLease] = []
+        self._due: Optional[datetime] = None  # when the waiting ones must be written
+        self._margin = queue.options.lease_duration / 2
+        # Writes that failed with a database error, tried again by flush().
+        self._unwritten: List[Tuple[str, QueueLease, Callable[[], bool]]] = []
+
+    @property
+    def waiting(self) -> int:
+        return len(self._completions) + len(self._unwritten)
+
+    # -- completions -------------------------------------------------------------------
+
+    def complete_later(self, lease: QueueLease) -> None:
+        due = lease.expires_at - self._margin
+        with self._lock:
+            self._completions.append(lease)
+            # The earliest of them decides (a renewed lease expires later).
+            if self._due is None or due < self._due:
+                self._due = due
+
+    def complete_now(self, lease: QueueLease) -> bool:
+        return self._write("completion", lease, lambda: self.queue.complete(lease))
+
+    def flush(self) -> None:
+        """Write everything waiting now; database errors propagate (what was not
+        written stays for the next flush)."""
+        with self._lock:
+            while self._unwritten:
+                what, lease, write = self._unwritten[0]
+                done = write()  # raises again while the database is still away
+                del self._unwritten[0]
+                self._report(what, lease, done)
+            batch, self._completions, self._due = self._completions, [], None
+            if not batch:
+                return
+            try:
+                results = self.queue.complete_many(batch)
+            except Exception:
+                self._completions[:0] = batch
+                self._due = min((lease.expires_at for lease in batch)) - self._margin
+                raise
+        for lease, done in zip(batch, results):
+            self._report("batched completion", lease, done)
+
+    def flush_due(self) -> bool:
+        """Flush when the oldest waiting completion is within half a lease duration of
+        its expiry; True if that touched the database."""
+        due = self._due
+        if due is None or self.queue.clock() < due:
+            return False
+        self.flush()
+        return True
+
+    def next_due(self) -> Optional[datetime]:
+        return self._due
+
+    # -- other outcomes ------------------------------------------------------------------
+
+    def record_failure(self, lease: QueueLease, failure: Failure,
+                       error: Optional[BaseException]) -> bool:
+        """The one place where a failed attempt is written, for a handler's exception
+        (``HANDLER_FAILED``, or ``DISCARDED`` for ``Discard``) as for a job that could
+        not run (``UNKNOWN_JOB_TYPE``, ``INVALID_PAYLOAD``; ``error`` is then the decode
+        error or None). Only the category is stored; ``error`` never leaves this
+        process. Back to PENDING after the backoff, or DEAD_LETTER."""
+        if error is not None and failure in (Failure.HANDLER_FAILED, Failure.DISCARDED):
+            logger.warning("job %s on queue %s: handler raised %s (%s)", lease.job_id,
+                           lease.context.queue, type(error).__name__, failure.value)
+        return self._write("failure", lease, lambda: self.queue.fail(lease, failure))
+
+    def snooze(self, lease: QueueLease, snooze: Snooze) -> bool:
+        done = self._write("snooze", lease, lambda: self.queue.snooze(lease, snooze.delay))
+        if done:
+            logger.info("job %s on queue %s snoozed for %s (attempt given back)",
+                        lease.job_id, lease.context.queue, snooze.delay)
+        return done
+
+    def release(self, lease: QueueLease) -> bool:
+        """Hand back a job that never started (attempt given back); False if the lease
+        was no longer owned (then nothing changed)."""
+        done = self.queue.release(lease)
+        if done:
+            logger.info("job %s on queue %s handed back unstarted", lease.job_id,
+                        lease.context.queue)
+        return done
+
+    def lost(self, lease: QueueLease, why: str) -> None:
+        self.telemetry.count("lease_lost", lease.context.queue)
+        logger.warning("job %s on queue %s not acknowledged: %s", lease.job_id,
+                       lease.context.queue, why)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _write(self, what: str, lease: QueueLease, write: Callable[[], bool]) -> bool:
+        if self.queue.clock() >= lease.expires_at:
+            self.lost(lease, f"lease expired before the {what} was written")
+            return False
+        with self._lock:
+            try:
+                done = write()
+            except Exception:
+                self._unwritten.append((what, lease, write))
+                raise
+        self._report(what, lease, done)
+        return done
+
+    def _report(self, what: str, lease: QueueLease, done: bool) -> None:
+        if not done:
+            self.lost(lease, f"lease no longer owned at the {what}")
+        elif what.endswith("completion"):
+            logger.info("job %s on queue %s completed (attempt %d)", lease.job_id,
+                        lease.context.queue, lease.attempt)

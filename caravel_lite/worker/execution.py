@@ -1,0 +1,227 @@
+"""One job between its claim and its acknowledgement: decoding, running the handler
+(sync in a thread, ``async def`` on the event loop) and deciding the outcome.
+
+The outcome is decided where the handler ran, as soon as it returned, from what the
+handler did and what the supervisor saw; the worker's loop then writes it. The rules:
+
+- a handler that raised ``Snooze`` or ``Discard`` asked for exactly that;
+- a job whose lease was lost (deadline passed, renewal refused, superseded) is never
+  acknowledged;
+- a handler that returned normally is completed, also when a stop was requested while
+  it ran (the acknowledgement is still fenced by the lease);
+- a handler that raised after being cancelled by shutdown leaves its job leased, to be
+  taken again once the lease expires (it was told to stop; its error says nothing
+  about the job);
+- any other exception is a handler failure.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager, Optional
+
+from caravel_lite import codec
+from caravel_lite.observability import Telemetry, logger
+from caravel_lite.outcomes import Discard, Snooze
+from caravel_lite.values import Failure, QueueLease
+from caravel_lite.worker.supervisor import CANCELLED, LEASE_LOST, JobControl
+
+SPAN_NAME = "caravel.queue.process"
+
+Scope = Callable[..., ContextManager[Any]]
+
+
+class Outcome(str, enum.Enum):
+    """What the worker writes for a job (also the span's ``outcome`` attribute)."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SNOOZED = "snoozed"
+    LEASE_LOST = LEASE_LOST          # nothing written; the lease runs out
+    CANCELLED = CANCELLED            # cancelled by shutdown: left leased
+    RELEASED = "released"            # never started: handed back
+    INFRASTRUCTURE_ERROR = "infrastructure_error"
+
+
+@dataclass
+class Settlement:
+    """What to write for one job, with the detail the write needs."""
+
+    outcome: Outcome
+    failure: Optional[Failure] = None
+    error: Optional[BaseException] = None
+    why: str = ""
+
+
+class Execution:
+    """A claimed job of a known wire name whose payload decoded."""
+
+    def __init__(self, lease: QueueLease, handler: Callable[..., Any], job: Any) -> None:
+        self.lease = lease
+        self.handler = handler
+        self.job = job
+        self.is_async = inspect.iscoroutinefunction(handler)
+        self.control = JobControl(lease)
+        self.settlement: Optional[Settlement] = None
+        self.started_at: Optional[float] = None  # monotonic, when handed to a thread
+
+    @property
+    def queue_name(self) -> str:
+        return self.lease.context.queue
+
+
+def prepare(lease: QueueLease, queue: Any) -> "Execution | Settlement":
+    """Look the wire name up and decode the payload; a job that cannot run is a
+    failure decided here, without calling any handler."""
+    definition = queue.registry.for_name(lease.wire_name)
+    if definition is None:
+        logger.warning("job %s on queue %s: wire name %s is not registered here",
+                       lease.job_id, lease.context.queue, lease.wire_name)
+        return Settlement(Outcome.FAILED, Failure.UNKNOWN_JOB_TYPE)
+    if codec.utf8_size(lease.payload) > queue.options.max_payload_bytes:
+        logger.warning("job %s on queue %s: payload over max_payload_bytes",
+                       lease.job_id, lease.context.queue)
+        return Settlement(Outcome.FAILED, Failure.INVALID_PAYLOAD)
+    try:
+        job = codec.decode(definition.job_type, lease.payload)
+    except codec.PayloadDecodeError as exc:
+        logger.warning("job %s on queue %s: payload does not decode to %s",
+                       lease.job_id, lease.context.queue, definition.job_type.__name__)
+        return Settlement(Outcome.FAILED, Failure.INVALID_PAYLOAD, exc)
+    return Execution(lease, definition.handler, job)
+
+
+def span_attributes(lease: QueueLease) -> dict:
+    return {"queue": lease.context.queue, "job_id": str(lease.job_id),
+            "wire_name": lease.wire_name}
+
+
+class Runner:
+    """Runs executions: in the calling thread (:meth:`run`) or as a task on the event
+    loop (:meth:`run_async`); each ends with ``finished(execution)``."""
+
+    def __init__(self, *, supervisor: Any, telemetry: Telemetry, clock: Callable[[], Any],
+                 scope: Optional[Scope], scope_gets_ctx: bool, executor: Any,
+                 finished: Callable[[Execution], None]) -> None:
+        self.supervisor = supervisor
+        self.telemetry = telemetry
+        self.clock = clock
+        self.scope = scope
+        self.scope_gets_ctx = scope_gets_ctx
+        self.executor = executor
+        self.finished = finished
+
+    def _enter_scope(self, execution: Execution) -> ContextManager[Any]:
+        if self.scope is None:
+            return contextlib.nullcontext()
+        ctx = execution.control.ctx
+        return self.scope(ctx) if self.scope_gets_ctx else self.scope()
+
+    def run(self, execution: Execution,
+            finished: Optional[Callable[[Execution], None]] = None) -> None:
+        """Run a sync handler (or any handler returning an awaitable) here, then call
+        ``finished`` (default: the runner's) inside the job's span: an error it raises
+        (writing the outcome inline) marks the span ``infrastructure_error``."""
+        control = execution.control
+        error: Optional[BaseException] = None
+        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease)) as span:
+            try:
+                if control.ctx.cancelled.is_set():  # stopped before it started
+                    execution.settlement = self._unstarted(control)
+                else:
+                    try:
+                        with self._enter_scope(execution):
+                            result = execution.handler(execution.job, control.ctx)
+                            if inspect.isawaitable(result):
+                                self.executor.run_coroutine(
+                                    result, lambda task: control.attach(self.executor.loop, task))
+                    except Exception as exc:  # the application's failure, not the worker's
+                        error = exc
+                    except asyncio.CancelledError as exc:  # raised by our task.cancel()
+                        error = exc
+                    finally:
+                        control.detach()
+                    execution.settlement = self._decide(execution, error)
+            finally:
+                self.supervisor.release(control)
+                if execution.settlement is None:  # KeyboardInterrupt and the like
+                    execution.settlement = Settlement(Outcome.CANCELLED)
+                _mark(span, execution.settlement.outcome)
+            _report(span, finished or self.finished, execution)
+
+    async def run_async(self, execution: Execution) -> None:
+        """Run an ``async def`` handler as a task of the worker's event loop."""
+        control = execution.control
+        error: Optional[BaseException] = None
+        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease)) as span:
+            try:
+                task = asyncio.current_task()
+                assert task is not None
+                control.attach(asyncio.get_running_loop(), task)
+                if control.ctx.cancelled.is_set():
+                    execution.settlement = self._unstarted(control)
+                else:
+                    try:
+                        with self._enter_scope(execution):
+                            await execution.handler(execution.job, control.ctx)
+                    except Exception as exc:
+                        error = exc
+                    except asyncio.CancelledError as exc:
+                        error = exc
+                        # Our cancellation ends the handler, not this task: uncancel
+                        # so that the outcome is still decided and reported below.
+                        uncancel = getattr(task, "uncancel", None)
+                        if uncancel is not None:
+                            uncancel()
+                    execution.settlement = self._decide(execution, error)
+            finally:
+                control.detach()
+                # A renewal in flight lands within one statement: blocking the loop
+                # that briefly is cheaper than a hand-off to another thread.
+                self.supervisor.release(control)
+                if execution.settlement is None:
+                    execution.settlement = Settlement(Outcome.CANCELLED)
+                _mark(span, execution.settlement.outcome)
+            _report(span, self.finished, execution)
+
+    # -- the rules ---------------------------------------------------------------------
+
+    @staticmethod
+    def _unstarted(control: JobControl) -> Settlement:
+        if control.reason == CANCELLED:
+            return Settlement(Outcome.RELEASED)
+        return Settlement(Outcome.LEASE_LOST, why="lease lost before the handler started")
+
+    def _decide(self, execution: Execution, error: Optional[BaseException]) -> Settlement:
+        control = execution.control
+        if control.error is not None:
+            return Settlement(Outcome.INFRASTRUCTURE_ERROR, error=control.error)
+        lost = control.reason == LEASE_LOST or self.clock() >= control.lease.expires_at
+        if lost:
+            return Settlement(Outcome.LEASE_LOST, why="handler ended after its lease was lost")
+        if isinstance(error, Snooze):
+            return Settlement(Outcome.SNOOZED, error=error)
+        if isinstance(error, Discard):
+            return Settlement(Outcome.FAILED, Failure.DISCARDED, error)
+        if error is None:
+            return Settlement(Outcome.COMPLETED)
+        if control.reason == CANCELLED:
+            return Settlement(Outcome.CANCELLED, error=error)
+        return Settlement(Outcome.FAILED, Failure.HANDLER_FAILED, error)
+
+
+def _report(span: Any, finished: Callable[[Execution], None], execution: Execution) -> None:
+    try:
+        finished(execution)
+    except BaseException:
+        _mark(span, Outcome.INFRASTRUCTURE_ERROR)
+        raise
+
+
+def _mark(span: Any, outcome: Outcome) -> None:
+    span.set("outcome", outcome.value)
+    if outcome in (Outcome.FAILED, Outcome.INFRASTRUCTURE_ERROR):
+        span.error()

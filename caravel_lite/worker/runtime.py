@@ -1,0 +1,560 @@
+"""QueueWorker: the loop that claims jobs, hands them to the executor and writes their
+outcomes.
+
+Guarantees:
+
+- At least once. A job is acknowledged (completed, failed, snoozed, released) only while
+  its own lease is still owned; a handler that ends after its lease deadline or a
+  rejected renewal writes nothing, and the job is taken again once its lease expires.
+- A handler's exception is a job failure (``HANDLER_FAILED``; ``Discard`` gives
+  ``DISCARDED``, ``Snooze`` puts it back), never a worker fault. An unknown wire name
+  (``UNKNOWN_JOB_TYPE``) or a payload that does not decode or is over the queue's
+  ``max_payload_bytes`` (``INVALID_PAYLOAD``) fails the job without calling a handler.
+- Infrastructure errors (the database failing while claiming, acknowledging or
+  renewing) propagate out of ``run_once``/``run``, unless ``run`` was given
+  ``max_outage``: then the worker rides the outage out (:mod:`caravel_lite.outage`).
+- The database connections a worker holds do not grow with its concurrency: its loop
+  (claims, acknowledgements, due reads), its supervisor (renewals) and, on PostgreSQL,
+  its listener: at most 3. Handlers run on other threads and never use them.
+- The worker builds no SQL: every database operation goes through
+  :class:`~caravel_lite.queue.DatabaseQueue` (and the waiter's due read).
+"""
+from __future__ import annotations
+
+import inspect
+import random
+import threading
+import time
+from collections import deque
+from datetime import timedelta
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple, Union
+
+from caravel_lite import validation
+from caravel_lite.errors import InvalidField
+from caravel_lite.observability import Telemetry, logger
+from caravel_lite.outage import OutagePolicy, check_max_outage
+from caravel_lite.queue import MAX_BATCH, DatabaseQueue
+from caravel_lite.values import QueueLease
+from caravel_lite.worker import waiter as waiting
+from caravel_lite.worker.acks import Acknowledgements
+from caravel_lite.worker.execution import (Execution, Outcome, Runner, Scope, Settlement,
+                                           prepare, span_attributes, SPAN_NAME)
+from caravel_lite.worker.executor import Executor
+from caravel_lite.worker.supervisor import CANCELLED, Supervisor
+from caravel_lite.worker.waiter import Wakeup
+
+__all__ = ["QueueWorker"]
+
+MIN_POLL = timedelta(milliseconds=100)
+MAX_POLL = timedelta(minutes=5)
+MAX_PREFETCH = 100
+MAX_CONCURRENCY = 1000
+DEFAULT_SHUTDOWN_TIMEOUT = 10.0
+MAX_SHUTDOWN_TIMEOUT = 24 * 3600.0
+# Default prefetch: beyond its free slots, a worker leases at most about this many
+# seconds of expected work per slot (from recent handler durations), and at most
+# DEFAULT_PREFETCH_CAP jobs. Short jobs gain most from batched claims, and a waiting
+# lease of a short job holds little back from other workers.
+PREFETCH_BUDGET = 0.1
+DEFAULT_PREFETCH_CAP = 50
+# Several queues: every FAIR_EVERY-th claim round tries them in rotation instead of in
+# the order given, so that a later queue is served under load.
+FAIR_EVERY = 4
+# A claim that lost every race (another worker took the rows it saw) is repeated after
+# a pause of at most this long, instead of waiting for a wake-up.
+CONTENDED_PAUSE = 0.01
+
+
+def _seconds(field: str, value: object, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
+        raise InvalidField(field, "must be seconds (a number) or a timedelta, "
+                           f"got {type(value).__name__}")
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not low <= seconds <= high:
+        raise InvalidField(field, f"must be between {low:g} and {high:g} seconds, got {value}")
+    return seconds
+
+
+def _scope_wants_context(scope: Scope) -> bool:
+    """True when the scope factory accepts the JobContext as its one argument."""
+    try:
+        signature = inspect.signature(scope)
+    except (TypeError, ValueError):  # builtins without a signature: call with nothing
+        return False
+    try:
+        signature.bind(object())
+    except TypeError:
+        return False
+    return True
+
+
+def queue_names(value: Union[str, Sequence[str]]) -> Tuple[str, ...]:
+    """One name or several (order kept, repeats dropped), each a valid queue name."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not names:
+        raise InvalidField("queue_names", "must be a queue name or a non-empty list of them")
+    unique: List[str] = []
+    for name in names:
+        validation.check_queue(name)
+        if name not in unique:
+            unique.append(name)
+    return tuple(unique)
+
+
+class _Pace:
+    """A moving average of handler durations (seconds), for the default prefetch."""
+
+    def __init__(self) -> None:
+        self.average: Optional[float] = None
+
+    def record(self, seconds: float) -> None:
+        self.average = seconds if self.average is None else 0.8 * self.average + 0.2 * seconds
+
+    def extra(self, concurrency: int) -> int:
+        if self.average is None:
+            return 0  # nothing known yet: lease only for the free slots
+        return min(DEFAULT_PREFETCH_CAP,
+                   int(PREFETCH_BUDGET * concurrency / max(self.average, 1e-6)))
+
+
+class _StopWatcher:
+    """Turns ``stop`` being set into a wake-up of the worker's loop (an Event cannot be
+    selected on); ends with the run."""
+
+    def __init__(self, stop: threading.Event, wakeup: Wakeup) -> None:
+        self._ended = False
+        self._thread = threading.Thread(target=self._main, args=(stop, wakeup),
+                                        name="caravel-stop-watcher", daemon=True)
+        self._thread.start()
+
+    def _main(self, stop: threading.Event, wakeup: Wakeup) -> None:
+        while not self._ended:
+            if stop.wait(1.0):
+                wakeup.set()
+                return
+
+    def close(self) -> None:
+        self._ended = True
+
+
+class QueueWorker:
+    """Runs jobs of a :class:`DatabaseQueue`.
+
+    ``concurrency`` (1..1000, default 1): how many jobs :meth:`run` runs at once. Sync
+    handlers run on a pool of that many threads; ``async def`` handlers run as tasks on
+    one long-lived event loop of the worker; both kinds share the same slots.
+
+    ``prefetch`` (1..100, or None): how many jobs one claim may lease beyond the free
+    slots. A claim is made when a slot is free and nothing claimed is waiting; it
+    leases ``max(free slots, prefetch)`` jobs, and the ones that find no slot wait
+    their turn. With None (the default) :meth:`run` leases, beyond its free slots,
+    about 0.1 s of expected work per slot judged from recent handler durations (at
+    most 50 jobs): fast jobs are claimed in batches, slow ones one per free slot.
+    A waiting job is never started once its lease has less than half of
+    ``lease_duration`` left: it is handed back (``queue.release``, attempt given back),
+    as are all waiting jobs when the worker stops.
+
+    Completions are acknowledged in batches (one statement for many, each row fenced
+    by its own lease): before each claim, before the worker blocks, when it stops, and
+    as soon as the oldest waiting one has half of ``lease_duration`` left. Failures and
+    snoozes are written at once.
+
+    ``shutdown_timeout`` (seconds or a timedelta, 0..1 day, default 10 s): on stop,
+    how long :meth:`run` waits for running handlers (told to stop through
+    ``ctx.cancelled``; async ones are cancelled) before it returns anyway.
+
+    ``scope``: an optional factory of a context manager entered around each handler
+    call (a unit of work, a session, a logging context); one taking an argument gets
+    the :class:`JobContext`. Its errors count as handler failures.
+
+    ``poll_interval`` (seconds or a timedelta, 100 ms .. 5 min, default 1 s): how often
+    an idle worker re-reads its queues when no change signal woke it.
+
+    ``telemetry``: counters and spans; defaults to the queue's.
+    """
+
+    def __init__(self, queue: DatabaseQueue, *, concurrency: int = 1,
+                 prefetch: Optional[int] = None,
+                 shutdown_timeout: Union[float, timedelta] = DEFAULT_SHUTDOWN_TIMEOUT,
+                 poll_interval: Union[float, timedelta] = 1.0,
+                 scope: Optional[Scope] = None,
+                 telemetry: Optional[Telemetry] = None) -> None:
+        if not isinstance(queue, DatabaseQueue):
+            raise InvalidField("queue", "must be a caravel_lite.DatabaseQueue")
+        if scope is not None and not callable(scope):
+            raise InvalidField("scope", "must be a callable returning a context manager")
+        if telemetry is not None and not isinstance(telemetry, Telemetry):
+            raise InvalidField("telemetry", "must be a caravel_lite Telemetry")
+        self.queue = queue
+        self.concurrency = validation.check_int("concurrency", concurrency, 1, MAX_CONCURRENCY)
+        self.prefetch = (None if prefetch is None
+                         else validation.check_int("prefetch", prefetch, 1, MAX_PREFETCH))
+        self.shutdown_timeout = _seconds("shutdown_timeout", shutdown_timeout, 0,
+                                         MAX_SHUTDOWN_TIMEOUT)
+        self.poll_interval = _seconds("poll_interval", poll_interval,
+                                      MIN_POLL.total_seconds(), MAX_POLL.total_seconds())
+        self.scope = scope
+        self.telemetry = telemetry or queue.telemetry
+        self._acks = Acknowledgements(queue, self.telemetry)
+        self._supervisor = Supervisor(queue, self._chore)
+        self._executor = Executor(self.concurrency)
+        self._runner = Runner(supervisor=self._supervisor, telemetry=self.telemetry,
+                              clock=queue.clock, scope=scope,
+                              scope_gets_ctx=scope is not None and _scope_wants_context(scope),
+                              executor=self._executor, finished=self._finished)
+        # Leased, not yet started (claim order); the supervisor may hand old ones back.
+        self._waiting: Deque[QueueLease] = deque()
+        self._waiting_lock = threading.Lock()
+        self._stale_margin = queue.options.lease_duration / 2
+        self._running: Dict[int, Execution] = {}   # the loop thread's bookkeeping
+        self._done: Deque[Execution] = deque()     # appended by handler threads
+        self._wakeup: Optional[Wakeup] = None
+        self._pace = _Pace()
+        self._rounds = 0
+        self._stopping = False
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def run(self, queue_names_: Union[str, Sequence[str]],
+            stop: Optional[threading.Event] = None, *,
+            max_outage: Union[None, float, timedelta] = None) -> None:
+        """Process jobs of one queue or several until ``stop`` is set.
+
+        Several queues: earlier names first (a claim takes from the first queue with
+        due jobs, then the next...), except that every 4th claim round starts from the
+        next queue in rotation, so every queue is served under load: of every
+        ``4 * len(queues)`` claim rounds, each queue leads at least one.
+
+        When nothing is due it waits for a sign of new work (see
+        :mod:`caravel_lite.worker.waiter`) without writing anything; a stop request
+        ends the wait at once.
+
+        On stop: nothing more is claimed; claimed jobs that did not start are handed
+        back (attempt given back); running handlers are told to stop and get up to
+        ``shutdown_timeout``; one that returns normally is completed (fenced), one
+        that raises after being cancelled leaves its job leased until the lease expires.
+        Then it returns normally.
+
+        ``max_outage``: None (the default) lets database errors propagate. Seconds (or a
+        timedelta) make it ride out an outage: one warning, a jittered back-off of
+        0.5 s up to 10 s, a fresh connection, and carry on; it raises only after that
+        long without a successful pass, or at once for a fault waiting cannot fix.
+        """
+        names = queue_names(queue_names_)
+        budget = check_max_outage(max_outage)
+        stop = stop if stop is not None else threading.Event()
+        wakeup = Wakeup()
+        self._wakeup = wakeup
+        self._stopping = False
+        watcher = _StopWatcher(stop, wakeup)
+        policy = (OutagePolicy(budget, [self.queue.db], self.queue.dialect)
+                  if budget is not None else None)
+        self._supervisor.ride_out = policy is not None
+        logger.info("worker started on queue(s) %s, concurrency %d", ", ".join(names),
+                    self.concurrency)
+        waiter: Optional[waiting.Waiter] = None
+        try:
+            # Created before the first claim, so nothing committed after it goes unseen.
+            waiter = waiting.waiter_for(self.queue, names)
+            self._loop(names, stop, waiter, wakeup, policy)
+            self._shutdown(wakeup)
+        except BaseException as exc:
+            logger.info("worker stopped by %s", type(exc).__name__)
+            self._abort(exc, wakeup)
+            raise
+        finally:
+            watcher.close()
+            if waiter is not None:
+                waiter.close()
+            self._wakeup = None
+            wakeup.close()
+            self._supervisor.ride_out = False
+        self.close()
+        logger.info("worker on queue(s) %s stopped", ", ".join(names))
+
+    def _loop(self, names: Tuple[str, ...], stop: threading.Event, waiter: waiting.Waiter,
+              wakeup: Wakeup, policy: Optional[OutagePolicy]) -> None:
+        empty = False  # the last claim found nothing: claim again once the waiter says so
+        while True:
+            try:
+                wakeup.clear()
+                self._settle_done(batch=True)
+                if stop.is_set():
+                    return
+                self._start_waiting(stop)
+                free = self.concurrency - len(self._running)
+                if free > 0 and not self._waiting and not empty:
+                    self._acks.flush()
+                    claimed, contended = self._claim_round(names, self._claim_size(free))
+                    if policy is not None:
+                        policy.succeeded()
+                    if claimed:
+                        continue
+                    if contended:  # lost every race: rows are due, try again at once
+                        stop.wait(random.uniform(0, CONTENDED_PAUSE))
+                        continue
+                    empty = True
+                self._acks.flush()
+                if policy is not None:
+                    policy.succeeded()
+                if free > 0 and not self._waiting:
+                    if waiter.wait(wakeup, self.poll_interval):
+                        empty = False
+                else:
+                    wakeup.wait(self.poll_interval)  # a finished job wakes it
+            except Exception as exc:
+                if policy is None:
+                    raise
+                if policy.failed(exc, stop.wait):
+                    return
+                empty = False
+
+    def _claim_size(self, free: int) -> int:
+        if self.prefetch is not None:
+            size = max(free, self.prefetch)
+        else:
+            size = free + self._pace.extra(self.concurrency)
+        return min(size, MAX_BATCH)
+
+    def _claim_round(self, names: Tuple[str, ...], limit: int) -> Tuple[int, bool]:
+        """Lease up to ``limit`` jobs across the queues (see :meth:`run` for the order);
+        returns how many, and whether some claim lost every race for due rows."""
+        self._rounds += 1
+        order = names
+        if len(names) > 1 and self._rounds % FAIR_EVERY == 0:
+            start = (self._rounds // FAIR_EVERY) % len(names)
+            order = names[start:] + names[:start]
+        total, contended = 0, False
+        for name in order:
+            if total >= limit:
+                break
+            leases, lost_races = self._claim_from(name, limit - total)
+            contended = contended or lost_races
+            with self._waiting_lock:
+                self._waiting.extend(leases)
+            total += len(leases)
+        return total, contended
+
+    def _claim_from(self, queue_name: str, limit: int) -> Tuple[List[QueueLease], bool]:
+        if limit == 1:
+            lease = self.queue.claim(queue_name)
+            leases = [lease] if lease is not None else []
+        else:
+            leases = self.queue.claim_many(queue_name, limit)
+        if leases:
+            logger.debug("claimed %d job(s) on queue %s", len(leases), queue_name)
+        return leases, False
+
+    def _start_waiting(self, stop: threading.Event) -> None:
+        """Start waiting jobs in the free slots (never one whose lease is too old)."""
+        while len(self._running) < self.concurrency:
+            lease = self._next_waiting(None)
+            if lease is None:
+                return
+            execution = self._admit(lease, batch=True)
+            if execution is None:
+                continue
+            self._running[id(execution)] = execution
+            execution.started_at = time.monotonic()
+            self._supervisor.watch(execution.control, stop)
+            if execution.is_async:
+                self._executor.spawn(lambda e=execution: self._runner.run_async(e))
+            else:
+                self._executor.submit(lambda e=execution: self._runner.run(e))
+
+    def _finished(self, execution: Execution) -> None:
+        """Called where a handler ran, once its outcome is decided."""
+        started = execution.started_at
+        if started is not None:
+            self._pace.record(time.monotonic() - started)
+        self._done.append(execution)
+        wakeup = self._wakeup
+        if wakeup is not None:
+            wakeup.set()
+
+    def _settle_done(self, batch: bool) -> None:
+        while self._done:
+            execution = self._done.popleft()
+            self._running.pop(id(execution), None)
+            assert execution.settlement is not None
+            self._settle(execution.control.lease, execution.settlement, batch)
+
+    # -- stopping --------------------------------------------------------------------------
+
+    def _shutdown(self, wakeup: Wakeup) -> None:
+        self._stopping = True
+        self._release_waiting()
+        for execution in list(self._running.values()):
+            execution.control.cancel(CANCELLED)
+        deadline = time.monotonic() + self.shutdown_timeout
+        while True:
+            wakeup.clear()
+            self._settle_done(batch=True)
+            remaining = deadline - time.monotonic()
+            if not self._running or remaining <= 0:
+                break
+            wakeup.wait(remaining)
+        self._acks.flush()
+        if self._running:
+            logger.warning("%d handler(s) still running after the shutdown timeout "
+                           "(%.0f s); their jobs stay leased until their leases expire",
+                           len(self._running), self.shutdown_timeout)
+            self._running.clear()
+
+    def _abort(self, exc: BaseException, wakeup: Wakeup) -> None:
+        """The run is failing: stop the handlers, keep what can be kept, never hide the
+        original error. A KeyboardInterrupt (second SIGINT) does not wait for them."""
+        self._stopping = True
+        for execution in list(self._running.values()):
+            execution.control.cancel(CANCELLED)
+        if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            deadline = time.monotonic() + self.shutdown_timeout
+            while self._running and time.monotonic() < deadline:
+                wakeup.clear()
+                try:
+                    self._settle_done(batch=True)
+                except Exception:
+                    pass
+                if self._running:
+                    wakeup.wait(max(deadline - time.monotonic(), 0.0))
+        self._running.clear()
+        self._done.clear()
+        try:
+            self.close()
+        except Exception as close_error:
+            logger.warning("worker could not write its waiting acknowledgements or hand "
+                           "back its unstarted jobs: %s", type(close_error).__name__)
+
+    def close(self) -> None:
+        """Write the acknowledgements still waiting, hand back the jobs claimed but not
+        started, end the supervising thread and the executor. :meth:`run` does this
+        when it returns; call it after driving the worker with :meth:`run_once`.
+        Database errors propagate."""
+        errors: List[Exception] = []
+        for step in (self._acks.flush, self._release_waiting):
+            try:
+                step()
+            except Exception as exc:  # still hand back / close what can be
+                errors.append(exc)
+        self._supervisor.close()
+        self._executor.close()
+        if errors:
+            raise errors[0]
+
+    def flush(self) -> None:
+        """Write the waiting batched acknowledgements now."""
+        self._acks.flush()
+
+    def _release_waiting(self) -> None:
+        with self._waiting_lock:
+            leases, self._waiting = list(self._waiting), deque()
+        for lease in leases:
+            self._acks.release(lease)
+
+    # -- one job in the calling thread -------------------------------------------------------
+
+    def run_once(self, queue_name: str, *, stop: Optional[threading.Event] = None) -> bool:
+        """Process one job of ``queue_name`` in the calling thread; True if there was one
+        (whatever its outcome). With ``prefetch`` unset or 1 that is one claim of one job;
+        with N > 1 the job comes from the leases already taken, and a new claim of up to
+        N is made when none is left (their completions are written when the batch is
+        done, before the next claim, or by :meth:`close`). ``stop``, when given and set
+        while the handler runs, tells it to stop."""
+        validation.check_queue(queue_name)
+        batch = (self.prefetch or 1) > 1
+        lease = self._next_waiting(queue_name)
+        if lease is None:
+            self._acks.flush()  # before the next claim
+            leases, _ = self._claim_from(queue_name, self.prefetch or 1)
+            if not leases:
+                return False
+            lease = leases[0]
+            with self._waiting_lock:
+                self._waiting.extend(leases[1:])
+        self._acks.flush_due()
+        execution = self._admit(lease, batch)
+        if execution is not None:
+            if stop is not None and stop.is_set():
+                execution.control.cancel(CANCELLED)  # shutdown already requested
+            self._supervisor.watch(execution.control, stop)
+            self._runner.run(execution, finished=lambda e: self._settle(
+                e.control.lease, e.settlement, batch))
+        if batch and not self._has_waiting(queue_name):
+            self._acks.flush()  # the batch is done
+        return True
+
+    def _next_waiting(self, queue_name: Optional[str]) -> Optional[QueueLease]:
+        with self._waiting_lock:
+            for index, lease in enumerate(self._waiting):
+                if queue_name is None or lease.context.queue == queue_name:
+                    del self._waiting[index]
+                    return lease
+        return None
+
+    def _has_waiting(self, queue_name: str) -> bool:
+        with self._waiting_lock:
+            return any(lease.context.queue == queue_name for lease in self._waiting)
+
+    def _admit(self, lease: QueueLease, batch: bool) -> Optional[Execution]:
+        """A waiting job about to start: an Execution, or None when it was settled here
+        (expired, handed back because too old, or failed without a handler)."""
+        remaining = lease.expires_at - self.queue.clock()
+        if remaining <= timedelta(0):
+            self._acks.lost(lease, "lease expired before the handler started")
+            return None
+        if remaining < self._stale_margin:
+            self._acks.release(lease)  # waited too long: hand it back, attempt unused
+            return None
+        prepared = prepare(lease, self.queue)
+        if isinstance(prepared, Execution):
+            return prepared
+        with self.telemetry.span(SPAN_NAME, span_attributes(lease)) as span:
+            span.set("outcome", prepared.outcome.value)
+            span.error()
+            self._settle(lease, prepared, batch)
+        return None
+
+    def _chore(self) -> bool:
+        """On the supervisor's tick while jobs run: write due acknowledgements and hand
+        back waiting jobs grown too old; True if that used the database."""
+        used = self._acks.flush_due()
+        cutoff = self.queue.clock() + self._stale_margin
+        with self._waiting_lock:
+            stale = [lease for lease in self._waiting if lease.expires_at <= cutoff]
+            for lease in stale:
+                self._waiting.remove(lease)
+        for lease in stale:
+            self._acks.release(lease)
+        return used or bool(stale)
+
+    # -- outcomes --------------------------------------------------------------------------
+
+    def _settle(self, lease: QueueLease, settlement: Optional[Settlement], batch: bool) -> None:
+        """Write one job's outcome (the acknowledgements are fenced by its lease)."""
+        assert settlement is not None
+        outcome = settlement.outcome
+        if outcome is Outcome.COMPLETED:
+            if self._stopping or lease.context.cancelled.is_set():
+                logger.info("job %s on queue %s returned while the worker was stopping; "
+                            "acknowledging it as completed", lease.job_id, lease.context.queue)
+            if batch:
+                self._acks.complete_later(lease)
+            else:
+                self._acks.complete_now(lease)
+        elif outcome is Outcome.FAILED:
+            assert settlement.failure is not None
+            self._acks.record_failure(lease, settlement.failure, settlement.error)
+        elif outcome is Outcome.SNOOZED:
+            self._acks.snooze(lease, settlement.error)  # type: ignore[arg-type]
+        elif outcome is Outcome.RELEASED:
+            self._acks.release(lease)
+        elif outcome is Outcome.CANCELLED:
+            logger.info("job %s on queue %s cancelled by shutdown; left leased until its "
+                        "lease expires", lease.job_id, lease.context.queue)
+        elif outcome is Outcome.LEASE_LOST:
+            self._acks.lost(lease, settlement.why)
+        else:  # INFRASTRUCTURE_ERROR: the supervisor could not renew
+            assert settlement.error is not None
+            logger.warning("job %s on queue %s: renewing its lease failed with %s",
+                           lease.job_id, lease.context.queue, type(settlement.error).__name__)
+            raise settlement.error
