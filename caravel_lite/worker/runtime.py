@@ -60,6 +60,9 @@ DEFAULT_PREFETCH_CAP = 50
 # Several queues: every FAIR_EVERY-th claim round tries them in rotation instead of in
 # the order given, so that a later queue is served under load.
 FAIR_EVERY = 4
+# With every slot busy, a completion waits at most this long for others to share its
+# write (fast jobs: one statement for many; slow ones: written soon after they end).
+ACK_LINGER = 0.05
 # A claim that lost every race (another worker took the rows it saw) is repeated after
 # a pause of at most this long, instead of waiting for a wake-up.
 CONTENDED_PAUSE = 0.01
@@ -294,12 +297,19 @@ class QueueWorker:
                         stop.wait(random.uniform(0, CONTENDED_PAUSE))
                         continue
                     empty = True
-                self._acks.flush()
-                if policy is not None:
-                    policy.succeeded()
                 if free > 0 and not self._waiting:
+                    self._acks.flush()  # before going idle
+                    if policy is not None:
+                        policy.succeeded()
                     if waiter.wait(wakeup, self.poll_interval):
                         empty = False
+                elif self._acks.waiting:
+                    # Every slot busy: completions of fast jobs gather into one write;
+                    # a slow job's completion is written at most ACK_LINGER later.
+                    if not wakeup.wait(ACK_LINGER):
+                        self._acks.flush()
+                        if policy is not None:
+                            policy.succeeded()
                 else:
                     wakeup.wait(self.poll_interval)  # a finished job wakes it
             except Exception as exc:
