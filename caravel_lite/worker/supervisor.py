@@ -142,9 +142,11 @@ class Supervisor:
             self._controls.pop(id(control), None)
 
     def close(self) -> None:
-        """End the thread (it is started again by the next :meth:`watch`)."""
+        """End the thread (it is started again by the next :meth:`watch`) and forget
+        the jobs still watched."""
         with self._lock:
             self._closing = True
+            self._controls.clear()
             thread = self._thread
         self._wake.set()
         if thread is not None and thread is not threading.current_thread():
@@ -166,7 +168,9 @@ class Supervisor:
                     controls: List[JobControl] = [c for c in self._controls.values()
                                                   if not c.done.is_set()]
                     stop = self._stop
-                    if not controls:
+                    # Closing ends the thread even with jobs left: those a shutdown
+                    # timeout abandoned are no longer supervised (their leases run out).
+                    if self._closing or not controls:
                         if self._closing or quiet >= LINGER_TICKS + IDLE_WAITS:
                             self._thread = None
                             return
