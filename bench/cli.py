@@ -1,9 +1,10 @@
 """python -m bench: choose databases, scenarios, peers and sizes; print; optionally write
-docs/PERFORMANCE.md."""
+docs/PERFORMANCE.md (with the target table and, when matplotlib is installed, plots)."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shlex
 import sys
 from typing import List, Optional
@@ -22,22 +23,42 @@ def _names(raw: str, allowed, what: str) -> List[str]:
     return chosen
 
 
+def _ints(raw: str) -> tuple:
+    return tuple(int(n) for n in raw.split(",") if n.strip())
+
+
 def parser() -> argparse.ArgumentParser:
+    full = Settings()
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--quick", action="store_true",
                    help="small smoke run (proves the harness, numbers are noisy)")
     p.add_argument("--databases", default=",".join(targets.TARGETS),
                    help="comma-separated: %(default)s")
-    p.add_argument("--scenarios", default=",".join(scenarios.FAMILIES),
-                   help="comma-separated: %(default)s")
+    p.add_argument("--scenarios", default=",".join(scenarios.DEFAULT_FAMILIES),
+                   help=f"comma-separated, default %(default)s; also: "
+                        f"{', '.join(f for f in scenarios.FAMILIES if f not in scenarios.DEFAULT_FAMILIES)}")
     p.add_argument("--peers", default=",".join(peers.PEERS), help="comma-separated: %(default)s")
-    p.add_argument("--jobs", type=int, help="jobs per throughput scenario (full: 10000)")
-    p.add_argument("--rounds", type=int, help="rounds per case, median reported (full: 3)")
+    p.add_argument("--jobs", type=int, help=f"jobs per enqueue/drain scenario (full: {full.jobs})")
+    p.add_argument("--rounds", type=int, help=f"rounds per case, median reported (full: "
+                                              f"{full.rounds}; some scenarios run once)")
     p.add_argument("--workers", help="drain process counts, comma-separated (default 1,2,4)")
-    p.add_argument("--pickup-jobs", type=int, help="jobs for pickup latency (full: 200)")
-    p.add_argument("--history", type=int, help="completed rows retained (full: 1000000)")
-    p.add_argument("--claims", type=int, help="claims timed in scenario 5 (full: 2000)")
-    p.add_argument("--write", metavar="PATH", help="also write the report (docs/PERFORMANCE.md)")
+    p.add_argument("--concurrencies", help="concurrencies of the sleeping-jobs scenario "
+                                           "(default 10,50)")
+    p.add_argument("--sleep-jobs", type=int, help=f"sleeping jobs per round (full: {full.sleep_jobs})")
+    p.add_argument("--pickup-jobs", type=int, help=f"jobs for pickup latency (full: {full.pickup_jobs})")
+    p.add_argument("--history", type=int,
+                   help=f"completed rows retained on PostgreSQL (full: {full.history_rows:,})")
+    p.add_argument("--history-other", type=int, help=f"the same on SQLite and MariaDB "
+                                                     f"(full: {full.history_rows_other:,})")
+    p.add_argument("--claims", type=int, help=f"claims timed per table state (full: {full.claim_jobs})")
+    p.add_argument("--idle-seconds", type=float,
+                   help=f"idle CPU window of caravel_lite's worker (full: {full.idle_seconds:g})")
+    p.add_argument("--prune-rows", type=int,
+                   help=f"finished rows pruned under load (full: {full.prune_rows:,})")
+    p.add_argument("--write", metavar="PATH", help="also write the report (docs/PERFORMANCE.md); "
+                   "plots go beside it as PNG files")
+    p.add_argument("--notes", metavar="PATH",
+                   help="Markdown included verbatim in the report (what limits missed targets)")
     p.add_argument("--busy-note", default="",
                    help="a warning printed at the top of the report (e.g. a busy machine)")
     return p
@@ -47,9 +68,14 @@ def settings_from(args: argparse.Namespace) -> Settings:
     base = QUICK if args.quick else Settings()
     changes = {name: value for name, value in (
         ("jobs", args.jobs), ("rounds", args.rounds), ("pickup_jobs", args.pickup_jobs),
-        ("history_rows", args.history), ("claim_jobs", args.claims)) if value is not None}
+        ("history_rows", args.history), ("history_rows_other", args.history_other),
+        ("claim_jobs", args.claims), ("sleep_jobs", args.sleep_jobs),
+        ("idle_seconds", args.idle_seconds), ("prune_rows", args.prune_rows))
+        if value is not None}
     if args.workers:
-        changes["workers"] = tuple(int(n) for n in args.workers.split(","))
+        changes["workers"] = _ints(args.workers)
+    if args.concurrencies:
+        changes["concurrencies"] = _ints(args.concurrencies)
     return dataclasses.replace(base, **changes)
 
 
@@ -67,7 +93,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(render(results))
     if args.write:
         command = "python -m bench " + " ".join(shlex.quote(a) for a in argv)
+        notes = ""
+        if args.notes:
+            with open(args.notes, encoding="utf-8") as source:
+                notes = source.read()
+        text = report.build(results, command.strip(), load_before, args.busy_note, notes,
+                            os.path.dirname(os.path.abspath(args.write)))
         with open(args.write, "w", encoding="utf-8") as out:
-            out.write(report.build(results, command.strip(), load_before, args.busy_note))
+            out.write(text)
         print(f"wrote {args.write}", file=sys.stderr)
     return 0

@@ -1,4 +1,5 @@
-"""Worker processes: N drainers started together, or one idle worker serving probes.
+"""Worker processes: N drainers started together, one idle worker serving probes, or
+one process running a single peer call in the background.
 
 Children are spawned (not forked) and build their own peer and connections; the parent
 starts the clock when every child is connected and waiting at a barrier.
@@ -7,25 +8,30 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import queue as queue_module
 import time
 import traceback
-from typing import Any, Iterator, List, Type
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Type
 
 from bench import probe
+from bench.tally import TALLY
 from bench.targets import Target
 from bench.timing import Sample
 
 _ctx = multiprocessing.get_context("spawn")
 START_TIMEOUT = 120.0
+WATCH_EVERY = 0.02  # seconds between two calls of a drain's watcher
 
 
-def _drain_child(peer_cls: Type, target: Target, barrier: Any, results: Any) -> None:
+def _drain_child(peer_cls: Type, target: Target, barrier: Any, results: Any, method: str,
+                 args: Tuple[Any, ...], shared: Tuple[Any, Any]) -> None:
+    TALLY.share(*shared)
     peer = peer_cls(target)
     try:
         peer.open()
         barrier.wait(START_TIMEOUT)
-        done = peer.drain()
+        done = getattr(peer, method)(*args)
         # A peer whose drain exits well after its last job (a shutdown delay) records
         # when its last handler finished; the clock stops there.
         results.put(("ok", done, getattr(peer, "last_done", None) or time.monotonic()))
@@ -37,18 +43,35 @@ def _drain_child(peer_cls: Type, target: Target, barrier: Any, results: Any) -> 
 
 
 def drain_in_processes(peer_cls: Type, target: Target, processes: int, expected: int,
-                       timeout: float) -> Sample:
-    """Wall time for ``processes`` workers to empty a pre-filled queue together."""
+                       timeout: float, method: str = "drain", args: Sequence[Any] = (),
+                       watch: Optional[Callable[[List[int]], None]] = None) -> Sample:
+    """Wall time for ``processes`` workers to empty a pre-filled queue together, each
+    calling ``peer.<method>(*args)``. ``watch``, if given, is called with the children's
+    process ids every few milliseconds until they are done (it must be quick)."""
     barrier = _ctx.Barrier(processes + 1)
     results = _ctx.Queue()
-    children = [_ctx.Process(target=_drain_child, args=(peer_cls, target, barrier, results),
+    shared = (_ctx.Value("q", 0), _ctx.Event())  # the drain's count, across processes
+    children = [_ctx.Process(target=_drain_child,
+                             args=(peer_cls, target, barrier, results, method, tuple(args),
+                                   shared),
                              daemon=True) for _ in range(processes)]
     for child in children:
         child.start()
+    outcomes = []
     try:
         barrier.wait(START_TIMEOUT)
         start = time.monotonic()
-        outcomes = [results.get(timeout=timeout) for _ in children]
+        deadline = start + timeout
+        pids = [child.pid for child in children]
+        while len(outcomes) < len(children):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"workers did not finish within {timeout:g} s")
+            if watch is not None:
+                watch(pids)
+            try:
+                outcomes.append(results.get(timeout=WATCH_EVERY if watch else 1.0))
+            except queue_module.Empty:
+                continue
     finally:
         _reap(children)
     errors = [detail for status, detail, _ in outcomes if status == "error"]
@@ -75,8 +98,9 @@ def _serve_child(peer_cls: Type, target: Target, stop: Any, sink: Any, ready: An
 class Serving:
     """A worker process running the peer's ``serve``; ``next_latency`` reads its probes."""
 
-    def __init__(self, sink: Any) -> None:
+    def __init__(self, sink: Any, pid: int) -> None:
         self.sink = sink
+        self.pid = pid
 
     def next_latency(self, timeout: float) -> float:
         try:
@@ -86,6 +110,14 @@ class Serving:
         if isinstance(value, str):
             raise RuntimeError(value)
         return value
+
+    def failure(self) -> Optional[str]:
+        """The worker's error, if it reported one (without waiting)."""
+        try:
+            value = self.sink.get_nowait()
+        except queue_module.Empty:
+            return None
+        return value if isinstance(value, str) else None
 
 
 @contextlib.contextmanager
@@ -100,10 +132,81 @@ def serving(peer_cls: Type, target: Target, settle: float = 1.0) -> Iterator[Ser
         raise RuntimeError("worker process did not start")
     time.sleep(settle)  # let it reach its idle loop
     try:
-        yield Serving(sink)
+        yield Serving(sink, child.pid)
     finally:
         stop.set()
         _reap([child], grace=15.0)
+
+
+def _call_child(peer_cls: Type, target: Target, method: str, args: Tuple[Any, ...],
+                ready: Any, go: Any, results: Any) -> None:
+    peer = peer_cls(target)
+    try:
+        peer.open()
+        ready.set()
+        go.wait(START_TIMEOUT)
+        started = time.monotonic()
+        value = getattr(peer, method)(*args)
+        results.put(("ok", value, started, time.monotonic()))
+    except BaseException:
+        results.put(("error", traceback.format_exc(limit=3).strip().splitlines()[-1],
+                     0.0, time.monotonic()))
+    finally:
+        with contextlib.suppress(Exception):
+            peer.close()
+
+
+class Background:
+    """One peer call running in its own process: ``start`` releases it, ``result``
+    is None until it has returned, then ``(value, started, ended)`` (monotonic)."""
+
+    def __init__(self, go: Any, results: Any) -> None:
+        self._go = go
+        self._results = results
+        self._outcome: Optional[Tuple[Any, float, float]] = None
+
+    def start(self) -> float:
+        self._go.set()
+        return time.monotonic()
+
+    def result(self, wait: float = 0.0) -> Optional[Tuple[Any, float, float]]:
+        if self._outcome is None:
+            try:
+                status, value, started, ended = self._results.get(timeout=wait) if wait \
+                    else self._results.get_nowait()
+            except queue_module.Empty:
+                return None
+            if status == "error":
+                raise RuntimeError(value)
+            self._outcome = (value, started, ended)
+        return self._outcome
+
+
+@contextlib.contextmanager
+def in_background(peer_cls: Type, target: Target, method: str,
+                  *args: Any) -> Iterator[Background]:
+    """A process that opens the peer and, once started, calls ``peer.<method>(*args)``."""
+    ready, go, results = _ctx.Event(), _ctx.Event(), _ctx.Queue()
+    child = _ctx.Process(target=_call_child,
+                         args=(peer_cls, target, method, args, ready, go, results),
+                         daemon=True)
+    child.start()
+    try:
+        if not ready.wait(START_TIMEOUT):
+            raise RuntimeError("background process did not start")
+        yield Background(go, results)
+    finally:
+        go.set()
+        _reap([child], grace=1.0)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        # The command name may hold spaces; the fields after it are space-separated.
+        fields = stat.read().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _reap(children: List[Any], grace: float = 5.0) -> None:

@@ -9,7 +9,7 @@ from typing import Dict, List, Sequence, Tuple, Union
 
 from bench import peers, targets
 from bench.peers.base import NotApplicable
-from bench.scenarios import Case
+from bench.case import Case
 from bench.settings import Settings
 from bench.timing import Summary
 
@@ -33,7 +33,7 @@ def log(message: str) -> None:
 def run_case(peer_cls, target: targets.Target, case: Case, settings: Settings,
              workspace: targets.Workspace) -> Outcome:
     samples = []
-    for _ in range(settings.rounds):
+    for _ in range(1 if case.one_round else settings.rounds):
         with targets.fresh(target, workspace) as fresh_target:
             peer = peer_cls(fresh_target)
             try:
@@ -63,6 +63,8 @@ def run(settings: Settings, chosen_targets: Sequence[targets.Target], chosen_cas
                 log(f"[{target.key}] skipped: {reason}")
                 continue
             for case in chosen_cases:
+                if case.kinds is not None and target.kind not in case.kinds:
+                    continue
                 for key in peer_keys:
                     peer_cls = peers.load(key)
                     if peer_cls.scenarios is not None and case.family not in peer_cls.scenarios:

@@ -1,30 +1,25 @@
-"""The scenarios of issue 6. Each case takes an opened, installed peer in a fresh
-database and returns one measured :class:`Sample` (or raises NotApplicable)."""
+"""Every scenario the benchmark knows, in table order. Issue 13's (the default set):
+enqueue one job per call, drain with the default worker in 1, 2 and 4 processes,
+jobs sleeping 50 ms at a concurrency, idle CPU, connections at concurrency 50, pickup
+latency, claim cost with history retained, claims during a prune. The first round's
+tuned scenarios (bulk enqueue, the fastest drain loops, end to end) stay selectable.
+
+Each case takes an opened, installed peer in a fresh database and returns one measured
+:class:`Sample` (or raises NotApplicable).
+"""
 from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
 from typing import Callable, List
 
-from bench.peers.base import NotApplicable, Peer
+from bench import history_scenarios as history
+from bench import worker_scenarios as worker
+from bench.case import Case, needs
+from bench.peers.base import Peer
 from bench.processes import drain_in_processes, serving
 from bench.settings import Settings
 from bench.timing import Sample
-
-
-@dataclass(frozen=True)
-class Case:
-    key: str
-    family: str          # what --scenarios selects and Peer.scenarios filters
-    title: str
-    run: Callable[[Peer, Settings], Sample]
-    rate: bool = True    # False: only the latency is meaningful
-
-
-def _needs(peer: Peer, method: str, reason: str) -> None:
-    if getattr(type(peer), method) is getattr(Peer, method):
-        raise NotApplicable(reason)
 
 
 def enqueue(peer: Peer, s: Settings) -> Sample:
@@ -37,68 +32,76 @@ def bulk(peer: Peer, s: Settings) -> Sample:
 
 def drain(processes: int) -> Callable[[Peer, Settings], Sample]:
     def run(peer: Peer, s: Settings) -> Sample:
-        _needs(peer, "drain", "n/a")
+        needs(peer, "drain", "n/a")
         peer.prefill(s.jobs)
         return drain_in_processes(type(peer), peer.target, processes, s.jobs, s.timeout)
     return run
 
 
 def pickup(peer: Peer, s: Settings) -> Sample:
-    """An idle worker; jobs enqueued one at a time after a random pause, each waited for."""
-    _needs(peer, "serve", "no worker")
+    """An idle worker with default settings; jobs enqueued one at a time after a random
+    pause, each waited for; at most ``pickup_jobs`` jobs or ``pickup_budget`` seconds."""
+    needs(peer, "serve", "no worker")
     rng = random.Random(6)
     latencies: List[float] = []
     start = time.perf_counter()
-    with serving(type(peer), peer.target) as worker:
-        for _ in range(s.pickup_jobs):
+    with serving(type(peer), peer.target) as served:
+        while len(latencies) < s.pickup_jobs and time.perf_counter() - start < s.pickup_budget:
             time.sleep(rng.uniform(0, s.pickup_gap))
             peer.enqueue_stamped()
-            latencies.append(worker.next_latency(s.timeout))
+            latencies.append(served.next_latency(s.timeout))
     return Sample(len(latencies), time.perf_counter() - start, latencies,
                   expected=s.pickup_jobs)
-
-
-def claim_empty(peer: Peer, s: Settings) -> Sample:
-    _needs(peer, "claim_one", peer.claim_reason)
-    peer.prefill(s.claim_jobs)
-    return peer.claim_each(s.claim_jobs)
-
-
-def claim_history(peer: Peer, s: Settings) -> Sample:
-    _needs(peer, "claim_one", peer.claim_reason)
-    peer.add_history(s.history_rows)
-    peer.prefill(s.claim_jobs)
-    return peer.claim_each(s.claim_jobs)
 
 
 def end_to_end(peer: Peer, s: Settings) -> Sample:
     """One producer enqueueing one job per call while a default-settings worker runs;
     from the first enqueue until the last handler started."""
-    _needs(peer, "serve", "no worker")
-    with serving(type(peer), peer.target) as worker:
+    needs(peer, "serve", "no worker")
+    with serving(type(peer), peer.target) as served:
         start = time.time()
         for _ in range(s.jobs):
             peer.enqueue_stamped()
-        latencies = [worker.next_latency(s.timeout) for _ in range(s.jobs)]
+        latencies = [served.next_latency(s.timeout) for _ in range(s.jobs)]
         elapsed = time.time() - start
     return Sample(len(latencies), elapsed, latencies, expected=s.jobs)
 
 
+def _plural(n: int) -> str:
+    return f"{n} worker process" + ("es" if n > 1 else "")
+
+
 def cases(settings: Settings) -> List[Case]:
-    found = [Case("enqueue", "enqueue", "1. enqueue, one job per call", enqueue),
-             Case("bulk", "bulk", "2. bulk enqueue, one call", bulk)]
-    for n in settings.workers:
-        found.append(Case(f"drain{n}", "drain", f"3. drain, {n} worker process"
-                          + ("es" if n > 1 else ""), drain(n)))
+    s = settings
+    found = [Case("enqueue", "enqueue", "enqueue, one job per call", enqueue)]
+    for n in s.workers:
+        found.append(Case(f"default{n}", "default",
+                          f"drain, default worker, {_plural(n)}", worker.default_drain(n)))
+    for n in s.concurrencies:
+        found.append(Case(f"sleep{n}", "sleep",
+                          f"{s.sleep_jobs:,} jobs sleeping {s.sleep_seconds * 1000:.0f} ms, "
+                          f"concurrency {n}", worker.sleeping(n), unit="% of ideal"))
     found += [
-        Case("pickup", "pickup", f"4. pickup latency, idle worker ({settings.pickup_jobs} jobs)",
-             pickup, rate=False),
-        Case("claim-empty", "history", "5a. claim+complete, empty history", claim_empty),
-        Case("claim-history", "history",
-             f"5b. claim+complete, {settings.history_rows:,} completed retained", claim_history),
-        Case("e2e", "e2e", "6. end to end, default worker settings", end_to_end),
+        Case("idle", "idle", f"idle worker, CPU over {s.idle_seconds:.0f} s", worker.idle_cpu,
+             rate=False, unit="% of a core", one_round=True),
+        Case("connections", "connections",
+             f"connections, one worker process, concurrency {s.connection_concurrency}",
+             worker.connections, rate=False, unit="connections", one_round=True),
+        Case("pickup", "pickup", f"pickup latency, idle default worker (up to "
+             f"{s.pickup_jobs} jobs)", pickup, rate=False, one_round=True),
+        Case("history", "history", "claim with history retained vs empty (claim only)",
+             history.claim_history, rate=False, unit="x empty", one_round=True),
+        Case("prune", "prune", f"claims while prune removes {s.prune_rows:,} finished rows",
+             history.prune_under_load, rate=False, unit="ms p99", one_round=True),
+        # The first round's tuned scenarios, selectable with --scenarios.
+        Case("bulk", "bulk", "bulk enqueue, one call", bulk),
     ]
+    for n in s.workers:
+        found.append(Case(f"drain{n}", "drain", f"drain, fastest loop, {_plural(n)}", drain(n)))
+    found.append(Case("e2e", "e2e", "end to end, default worker settings", end_to_end))
     return found
 
 
-FAMILIES = ("enqueue", "bulk", "drain", "pickup", "history", "e2e")
+FAMILIES = ("enqueue", "default", "sleep", "idle", "connections", "pickup", "history",
+            "prune", "bulk", "drain", "e2e")
+DEFAULT_FAMILIES = FAMILIES[:8]

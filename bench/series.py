@@ -18,3 +18,13 @@ def concat(kind: str, *parts: str) -> str:
     if kind == "mysql":
         return f"CONCAT({', '.join(parts)})"
     return " || ".join(parts)
+
+
+def padded(kind: str, column: str, width: int = 10) -> str:
+    """``column`` as text, zero-padded to ``width``: keys made of it sort in insertion
+    order, so a bulk insert appends to the primary key's B-tree instead of splitting
+    pages all over it."""
+    if kind == "sqlite":
+        return f"printf('%0{width}d', {column})"
+    cast = "CHAR(20)" if kind == "mysql" else "VARCHAR(20)"
+    return f"LPAD(CAST({column} AS {cast}), {width}, '0')"

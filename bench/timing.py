@@ -4,7 +4,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 
 @dataclass
@@ -16,6 +16,11 @@ class Sample:
     seconds: float
     latencies: List[float] = field(default_factory=list)
     expected: Optional[int] = None  # jobs the round should have handled, when known
+    # A scenario's own figure where a rate says little (idle CPU %, connections, a
+    # ratio), the points a plot draws, and a line saying how it was measured.
+    value: Optional[float] = None
+    series: List[Tuple[float, float]] = field(default_factory=list)
+    note: str = ""
 
     @property
     def rate(self) -> float:
@@ -65,6 +70,9 @@ class Summary:
     p50_ms: Optional[float]
     p99_ms: Optional[float]
     incomplete: int  # rounds that handled fewer jobs than expected
+    value: Optional[float] = None   # median of the rounds' values, when they have one
+    note: str = ""                  # the first round's note
+    samples: Sequence[Sample] = ()  # every round, for the plots
 
     @classmethod
     def of(cls, samples: Sequence[Sample]) -> "Summary":
@@ -74,5 +82,8 @@ class Summary:
         if with_lat:
             p50 = statistics.median(percentile(s.latencies, 50) for s in with_lat) * 1000
             p99 = statistics.median(percentile(s.latencies, 99) for s in with_lat) * 1000
+        values = [s.value for s in samples if s.value is not None]
         return cls(len(samples), statistics.median(rates), min(rates), max(rates), p50, p99,
-                   sum(1 for s in samples if not s.complete))
+                   sum(1 for s in samples if not s.complete),
+                   statistics.median(values) if values else None,
+                   next((s.note for s in samples if s.note), ""), tuple(samples))

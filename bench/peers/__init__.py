@@ -13,6 +13,7 @@ PEERS: Dict[str, Tuple[str, str]] = {
     "caravel_lite": ("bench.peers.caravel", "CaravelPeer"),
     "caravel_lite-worker": ("bench.peers.caravel_worker", "CaravelWorkerPeer"),
     "caravel_lite-prefetch": ("bench.peers.caravel_worker", "CaravelPrefetchPeer"),
+    "caravel_lite-async": ("bench.peers.caravel_worker", "CaravelAsyncPeer"),
     "huey-sqlite": ("bench.peers.huey_sqlite", "SqliteHueyPeer"),
     "huey-sql": ("bench.peers.huey_sql", "SqlHueyPeer"),
     "pgqueuer": ("bench.peers.pgqueuer_peer", "PgQueuerPeer"),

@@ -1,9 +1,13 @@
 """The one interface every peer implements, and what a peer may answer instead.
 
 Parent side: ``install`` (schema in a fresh database), ``enqueue_one``/``enqueue_bulk``,
-``prefill``, ``add_history``, ``claim_each``, ``enqueue_stamped``. Worker-process side:
-``drain`` (process until empty, return the count) and ``serve`` (a worker with the
-library's default settings until ``stop`` is set; handlers call ``bench.probe.hit``).
+``prefill``, ``prefill_sleep``, ``add_history``, ``claim_each``/``claim_timed``,
+``enqueue_stamped``. Worker-process side: ``drain`` (the first round's fastest loop,
+until empty), ``drain_default`` (the library's worker with no tuning at all until
+``expected`` jobs ran), ``drain_sleep`` (the worker at a given concurrency over sleeping
+jobs), and ``serve`` (a worker with the library's default settings until ``stop`` is
+set; handlers call ``bench.probe.hit``). Each drain returns how many jobs ran and sets
+``last_done`` to when the last handler finished.
 A method a peer cannot honestly provide raises :class:`NotApplicable` with the reason,
 which the table prints instead of a number.
 """
@@ -87,11 +91,34 @@ class Peer:
     def claim_each(self, n: int) -> Sample:
         return timed_each(lambda _i: self.claim_one(), n)
 
+    def claim_timed(self) -> float:
+        """Claim one job (timed, seconds) and acknowledge it (not timed)."""
+        raise NotApplicable(self.claim_reason)
+
+    def prune_finished(self) -> Tuple[int, str]:
+        """Delete the finished jobs older than a day: (rows deleted, the call used)."""
+        raise NotApplicable("n/a: no prune")
+
     # -- worker-process side ---------------------------------------------------------
     def drain(self) -> int:
         raise NotApplicable("n/a")
 
     def serve(self, stop: Any) -> None:
+        raise NotApplicable("no worker")
+
+    def drain_default(self, expected: int) -> int:
+        raise NotApplicable("no worker")
+
+    # -- concurrency (jobs that sleep) -----------------------------------------------
+    def check_concurrency(self) -> None:
+        """Raise NotApplicable when the peer cannot run jobs concurrently (parent)."""
+        if type(self).drain_sleep is Peer.drain_sleep:
+            raise NotApplicable("no worker")
+
+    def prefill_sleep(self, n: int, seconds: float) -> None:
+        raise NotApplicable("no worker")
+
+    def drain_sleep(self, expected: int, concurrency: int) -> int:
         raise NotApplicable("no worker")
 
 

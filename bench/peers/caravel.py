@@ -1,12 +1,18 @@
 """caravel_lite through its public API: enqueue (one per call, or enqueue_many), claim +
-complete one job at a time."""
+complete one job at a time, and ``QueueWorker`` with its defaults or at a concurrency."""
 from __future__ import annotations
 
+import asyncio
+import inspect
+import threading
+import time
 from dataclasses import dataclass
-from typing import Any
+from datetime import timedelta
+from typing import Any, Tuple
 
 from bench import probe, series
 from bench.peers.base import QUEUE, NotApplicable, Peer, stamped
+from bench.tally import TALLY
 from bench.timing import Sample, timed_once
 
 TENANT = "bench-tenant"
@@ -19,9 +25,32 @@ class BenchJob:
     sent: float  # time.time() at enqueue for latency probes, 0.0 otherwise
 
 
+@dataclass(frozen=True)
+class SleepJob:
+    n: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class AsyncSleepJob:
+    n: int
+    seconds: float
+
+
 def noop(job: BenchJob, ctx: Any) -> None:
     if job.sent:
         probe.hit(job.sent)
+    TALLY.hit()
+
+
+def sleep(job: SleepJob, ctx: Any) -> None:
+    time.sleep(job.seconds)
+    TALLY.hit()
+
+
+async def async_sleep(job: AsyncSleepJob, ctx: Any) -> None:
+    await asyncio.sleep(job.seconds)
+    TALLY.hit()
 
 
 class CaravelPeer(Peer):
@@ -40,6 +69,8 @@ class CaravelPeer(Peer):
         self.db.connect(reuse_if_open=True)
         registry = cl.JobRegistry()
         registry.register(WIRE, BenchJob, noop)
+        registry.register("bench.sleep.v1", SleepJob, sleep)
+        registry.register("bench.async-sleep.v1", AsyncSleepJob, async_sleep)
         self.queue = cl.DatabaseQueue(self.db, registry)
         self.dispatch = cl.Dispatch(queue=QUEUE, tenant_id=TENANT)
 
@@ -68,6 +99,14 @@ class CaravelPeer(Peer):
     def enqueue_stamped(self) -> None:
         self.queue.enqueue(BenchJob(1, stamped()), self.dispatch)
 
+    def claim_timed(self) -> float:
+        started = time.perf_counter()
+        lease = self.queue.claim(QUEUE)
+        elapsed = time.perf_counter() - started
+        if lease is None or not self.queue.complete(lease):
+            raise RuntimeError("caravel_lite: nothing claimed from a non-empty queue")
+        return elapsed
+
     def claim_one(self) -> None:
         lease = self.queue.claim(QUEUE)
         if lease is None or not self.queue.complete(lease):
@@ -76,8 +115,7 @@ class CaravelPeer(Peer):
     def add_history(self, n: int) -> None:
         """n COMPLETED rows in the benchmark's own queue, in one raw INSERT ... SELECT."""
         kind = self.target.kind
-        ident = series.concat(kind, "'history-'", "CAST(n AS CHAR(20))"
-                              if kind == "mysql" else "CAST(n AS VARCHAR(20))")
+        ident = series.concat(kind, "'history-'", series.padded(kind, "n"))
         self.db.execute_sql(
             "INSERT INTO caravel_jobs (id, queue, tenant_id, wire_name, payload, priority, "
             "available_at, max_attempts, state, enqueued_at, attempts, renewals, "
@@ -108,3 +146,46 @@ class CaravelPeer(Peer):
         from caravel_lite.worker import QueueWorker
 
         QueueWorker(self.queue).run(QUEUE, stop=stop)  # default settings
+
+    def _run_worker(self, expected: int, **settings: Any) -> int:
+        from caravel_lite.worker import QueueWorker
+
+        stop = threading.Event()
+        TALLY.arm(expected, stop.set)
+        QueueWorker(self.queue, **settings).run(QUEUE, stop=stop)
+        self.last_done = TALLY.last_done
+        return TALLY.done
+
+    def drain_default(self, expected: int) -> int:
+        """``QueueWorker(queue).run(...)``: no setting given, until ``expected`` ran."""
+        return self._run_worker(expected)
+
+    # -- concurrency -----------------------------------------------------------------
+    sleep_type: Any = SleepJob  # the async variant enqueues AsyncSleepJob
+
+    def check_concurrency(self) -> None:
+        from caravel_lite.worker import QueueWorker
+
+        if "concurrency" not in inspect.signature(QueueWorker).parameters:
+            raise NotApplicable("not implemented (QueueWorker has no concurrency)")
+
+    def prefill_sleep(self, n: int, seconds: float) -> None:
+        self.queue.enqueue_many([(self.sleep_type(i, seconds), self.dispatch)
+                                 for i in range(n)])
+
+    def drain_sleep(self, expected: int, concurrency: int) -> int:
+        """``QueueWorker(queue, concurrency=N)``, its other settings left alone."""
+        return self._run_worker(expected, concurrency=concurrency)
+
+    # -- prune -----------------------------------------------------------------------
+    def prune_finished(self) -> Tuple[int, str]:
+        """Remove every job that finished more than a day ago; (rows, which call)."""
+        admin_type = getattr(self.cl, "QueueAdmin", None)  # the operators' object
+        if admin_type is not None:
+            try:
+                admin = admin_type(self.db)
+            except TypeError:
+                admin = None
+            if admin is not None and hasattr(admin, "prune"):
+                return admin.prune(older_than=timedelta(days=1)), "QueueAdmin(db).prune"
+        return self.queue.prune(older_than=timedelta(days=1)), "DatabaseQueue.prune"

@@ -7,7 +7,7 @@ import importlib.util
 from typing import Optional
 
 from bench.peers.base import QUEUE
-from bench.peers.caravel import CaravelPeer
+from bench.peers.caravel import AsyncSleepJob, CaravelPeer
 
 
 class CaravelWorkerPeer(CaravelPeer):
@@ -41,3 +41,12 @@ class CaravelWorkerPeer(CaravelPeer):
 class CaravelPrefetchPeer(CaravelWorkerPeer):
     prefetch = 50
     name = f"caravel_lite QueueWorker prefetch={prefetch}"
+
+
+class CaravelAsyncPeer(CaravelPeer):
+    """The concurrency scenario with ``async def`` handlers (one event loop per worker)."""
+
+    name = "caravel_lite async handlers"
+    scenarios = ("sleep",)
+
+    sleep_type = AsyncSleepJob

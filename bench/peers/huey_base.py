@@ -1,4 +1,4 @@
-"""What both huey storages share: the task, the drain loop and the default consumer.
+"""What both huey storages share: the tasks, the drain loop and the default consumer.
 
 huey removes a task's row when it dequeues it (no lease), so it keeps no history and
 a crashed worker loses the task; its figures are a speed reference, not a like-for-like
@@ -9,15 +9,27 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from typing import Any
 
 from bench import probe
 from bench.peers.base import Peer, stamped
+from bench.tally import TALLY
 
 
 def noop(n: int, sent: float) -> None:
     if sent:
         probe.hit(sent)
+    TALLY.hit()
+
+
+def sleep(n: int, seconds: float) -> None:
+    time.sleep(seconds)
+    TALLY.hit()
+
+
+def _interrupt_self() -> None:
+    os.kill(os.getpid(), signal.SIGINT)  # huey's graceful shutdown
 
 
 class HueyPeer(Peer):
@@ -30,6 +42,7 @@ class HueyPeer(Peer):
     def open(self) -> None:
         self.huey = self.make_huey()
         self.task = self.huey.task(name="bench_noop")(noop)
+        self.sleep_task = self.huey.task(name="bench_sleep")(sleep)
 
     def install(self) -> None:
         pass  # huey creates its tables on first use (create_tables=True)
@@ -58,6 +71,24 @@ class HueyPeer(Peer):
 
         def stop_later() -> None:
             stop.wait()
-            os.kill(os.getpid(), signal.SIGINT)  # huey's graceful shutdown
+            _interrupt_self()
         threading.Thread(target=stop_later, daemon=True).start()
         consumer.run()
+
+    def _consume(self, expected: int, **settings: Any) -> int:
+        TALLY.arm(expected, _interrupt_self)
+        self.huey.create_consumer(**settings).run()
+        self.last_done = TALLY.last_done
+        return TALLY.done
+
+    def drain_default(self, expected: int) -> int:
+        """huey's default consumer (one worker thread) until ``expected`` tasks ran."""
+        return self._consume(expected)
+
+    def prefill_sleep(self, n: int, seconds: float) -> None:
+        for i in range(n):
+            self.sleep_task(i, seconds)
+
+    def drain_sleep(self, expected: int, concurrency: int) -> int:
+        """huey's consumer with ``workers=N`` threads."""
+        return self._consume(expected, workers=concurrency)

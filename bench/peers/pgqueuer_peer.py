@@ -11,6 +11,7 @@ from bench.peers.base import stamped
 from bench.timing import Sample, timed_once
 
 ENTRYPOINT = "bench_noop"
+SLEEP = "bench_sleep"
 
 
 class PgQueuerPeer(AsyncPeer):
@@ -78,6 +79,30 @@ class PgQueuerPeer(AsyncPeer):
             self.last_done = time.monotonic()  # drain mode exits seconds after this
         manager = self._manager(count)
         self.run(manager.run(mode=QueueExecutionMode.drain))
+        return done[0]
+
+    def drain_default(self, expected: int) -> int:
+        """pgqueuer's drain mode has its defaults (batches of 10, no concurrency cap)."""
+        return self.drain()
+
+    def prefill_sleep(self, n: int, seconds: float) -> None:
+        payload = repr(seconds).encode()
+        self.run(self._queries().enqueue([SLEEP] * n, [payload] * n, [0] * n))
+
+    def drain_sleep(self, expected: int, concurrency: int) -> int:
+        """``QueueManager.run(mode=drain, max_concurrent_tasks=N)``, async handlers."""
+        from pgqueuer import QueueManager
+        from pgqueuer.domain.types import QueueExecutionMode
+
+        manager = QueueManager(self._queries())
+        done = [0]
+
+        @manager.entrypoint(SLEEP)
+        async def sleep(job: Any) -> None:
+            await asyncio.sleep(float(job.payload.decode()))
+            done[0] += 1
+            self.last_done = time.monotonic()
+        self.run(manager.run(mode=QueueExecutionMode.drain, max_concurrent_tasks=concurrency))
         return done[0]
 
     def serve(self, stop: Any) -> None:

@@ -21,6 +21,12 @@ def noop(n: int, sent: float) -> None:
         probe.hit(sent)
 
 
+async def sleep(n: int, seconds: float) -> None:
+    await asyncio.sleep(seconds)
+    _count[0] += 1
+    _last[0] = time.monotonic()
+
+
 class ProcrastinatePeer(AsyncPeer):
     name = "procrastinate"
     kinds = ("postgres",)
@@ -32,6 +38,7 @@ class ProcrastinatePeer(AsyncPeer):
         self.app = procrastinate.App(connector=procrastinate.PsycopgConnector(
             conninfo=self.target.url))
         self.task = self.app.task(name="bench_noop", queue=QUEUE)(noop)
+        self.sleep_task = self.app.task(name="bench_sleep", queue=QUEUE)(sleep)
         self.run(self.app.open_async())
 
     def install(self) -> None:
@@ -51,12 +58,24 @@ class ProcrastinatePeer(AsyncPeer):
     def enqueue_stamped(self) -> None:
         self.run(self.task.defer_async(n=1, sent=stamped()))
 
-    def drain(self) -> int:
+    def drain(self, **settings: Any) -> int:
         _count[0] = 0
         self.run(self.app.run_worker_async(queues=[QUEUE], wait=False,
-                                           install_signal_handlers=False))
+                                           install_signal_handlers=False, **settings))
         self.last_done = _last[0] or None
         return _count[0]
+
+    def drain_default(self, expected: int) -> int:
+        """``run_worker_async`` with its defaults (concurrency 1), until the queue is empty."""
+        return self.drain()
+
+    def prefill_sleep(self, n: int, seconds: float) -> None:
+        kwargs = [{"n": i, "seconds": seconds} for i in range(n)]
+        self.run(self.sleep_task.batch_defer_async(*kwargs))
+
+    def drain_sleep(self, expected: int, concurrency: int) -> int:
+        """``run_worker_async(concurrency=N)``, async handlers."""
+        return self.drain(concurrency=concurrency)
 
     def serve(self, stop: Any) -> None:
         async def serve() -> None:

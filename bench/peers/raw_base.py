@@ -18,6 +18,7 @@ READY, TAKEN, DONE = 0, 1, 2
 
 
 class RawPeer(Peer):
+    scenarios = ("enqueue", "bulk", "drain")  # no worker: only the first round's loops
     param = "%s"
     id_type = "BIGSERIAL PRIMARY KEY"
 
