@@ -5,6 +5,7 @@ import contextlib
 import os
 import platform
 import sqlite3
+import subprocess
 from importlib import metadata
 from typing import Dict, List
 
@@ -59,6 +60,20 @@ def _server_version(target: targets.Target) -> str:
         return f"unknown ({type(exc).__name__})"
 
 
+def _commit() -> str:
+    """The caravel_lite tree measured: its git commit, when it is a checkout."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["git", "-C", here, "log", "-1", "--format=%h %cI"],
+                             capture_output=True, text=True, timeout=10)
+        if out.returncode == 0 and out.stdout.strip():
+            dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--",
+                                    "caravel_lite", "migrations"],
+                                   capture_output=True, text=True, timeout=10).stdout.strip()
+            return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+    return "unknown"
+
+
 def describe(load_before: str) -> List[str]:
     """Markdown bullet lines."""
     versions: Dict[str, str] = {}
@@ -68,6 +83,7 @@ def describe(load_before: str) -> List[str]:
         except metadata.PackageNotFoundError:
             versions[package] = "not installed"
     return [
+        f"- caravel_lite at commit {_commit()}",
         f"- CPU: {os.cpu_count()} logical cores, {_cpu_model()}; memory {_memory_gib()}",
         f"- OS: {platform.system()} {platform.release()}",
         f"- Load average (1, 5, 15 min) before the run: {load_before}; after: {_load()}",

@@ -90,7 +90,8 @@ class PgQueuerPeer(AsyncPeer):
         self.run(self._queries().enqueue([SLEEP] * n, [payload] * n, [0] * n))
 
     def drain_sleep(self, expected: int, concurrency: int) -> int:
-        """``QueueManager.run(mode=drain, max_concurrent_tasks=N)``, async handlers."""
+        """``QueueManager.run(mode=drain, max_concurrent_tasks=N)``, async handlers; the
+        batch size is its default (10) unless N is below 20."""
         from pgqueuer import QueueManager
         from pgqueuer.domain.types import QueueExecutionMode
 
@@ -102,7 +103,9 @@ class PgQueuerPeer(AsyncPeer):
             await asyncio.sleep(float(job.payload.decode()))
             done[0] += 1
             self.last_done = time.monotonic()
-        self.run(manager.run(mode=QueueExecutionMode.drain, max_concurrent_tasks=concurrency))
+        # pgqueuer requires max_concurrent_tasks >= 2 x batch_size (default batch: 10).
+        self.run(manager.run(mode=QueueExecutionMode.drain, max_concurrent_tasks=concurrency,
+                             batch_size=max(1, min(10, concurrency // 2))))
         return done[0]
 
     def serve(self, stop: Any) -> None:

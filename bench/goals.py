@@ -1,0 +1,181 @@
+"""Issue 13's targets, each checked against one run's results: the target table.
+
+A row says what caravel_lite measured, what it was compared with (a peer in the same
+run, its own one-process figure, or a fixed limit), the ratio where there is one, and
+the verdict: met, missed, or no figure (with the reason the run gave instead).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple, Union
+
+from bench import peers
+from bench.runner import Results
+from bench.table import figure
+from bench.timing import Summary
+
+CARAVEL = "caravel_lite"
+HEADER = "| scenario | target | caravel_lite | compared with | ratio | verdict |"
+RULE = "|---|---|---:|---:|---:|---|"
+NOT_RUN = "not in this run"
+
+
+@dataclass(frozen=True)
+class Row:
+    scenario: str
+    target: str
+    measured: str = "-"
+    compared: str = "-"
+    ratio: str = ""
+    verdict: str = ""
+
+    def markdown(self) -> str:
+        return (f"| {self.scenario} | {self.target} | {self.measured} | {self.compared} | "
+                f"{self.ratio} | {self.verdict} |")
+
+
+Outcome = Union[Summary, str, None]
+
+
+def _get(results: Results, db: str, case: str, peer: str) -> Outcome:
+    return results.outcomes.get((db, case, peer))
+
+
+def _absent(outcome: Outcome, results: Results, db: str) -> Optional[str]:
+    """Why there is no number (None when there is one)."""
+    if isinstance(outcome, Summary):
+        return None
+    if outcome is None:
+        return results.target_notes.get(db, NOT_RUN)
+    return outcome
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def _no_figure(reason: str) -> str:
+    return f"no figure ({reason})"
+
+
+def _label(results: Results, db: str) -> str:
+    for target in results.targets:
+        if target.key == db:
+            return target.label
+    return db
+
+
+def _versus_peer(results: Results, db: str, case: str, peer: str, at_least: float,
+                 scenario: str) -> Row:
+    target = f">= {at_least:.1f}x {peers.load(peer).name}"
+    ours, theirs = _get(results, db, case, CARAVEL), _get(results, db, case, peer)
+    for outcome, whose in ((ours, CARAVEL), (theirs, peers.load(peer).name)):
+        reason = _absent(outcome, results, db)
+        if reason is not None:
+            return Row(scenario, target, verdict=_no_figure(f"{whose}: {reason}"))
+    ratio = ours.rate / theirs.rate
+    return Row(scenario, target, f"{ours.rate:,.0f}/s", f"{theirs.rate:,.0f}/s",
+               f"{ratio:.2f}x", _verdict(ratio >= at_least))
+
+
+def _limit(results: Results, db: str, case: str, scenario: str, target: str,
+           read: Callable[[Summary], Optional[float]], show: Callable[[float], str],
+           ok: Callable[[float], bool], compared: str = "-") -> Row:
+    ours = _get(results, db, case, CARAVEL)
+    reason = _absent(ours, results, db)
+    if reason is not None:
+        return Row(scenario, target, verdict=_no_figure(reason))
+    value = read(ours)
+    if value is None or value != value:
+        return Row(scenario, target, verdict=_no_figure("nothing measured"))
+    return Row(scenario, target, show(value), compared, "", _verdict(ok(value)))
+
+
+def _beside(results: Results, db: str, case: str, keys: Sequence[str]) -> str:
+    """Other subjects' figures for the same case, as context."""
+    parts = []
+    for key in keys:
+        outcome = _get(results, db, case, key)
+        if isinstance(outcome, Summary) and outcome.value is not None:
+            parts.append(f"{peers.load(key).name} {outcome.value:.0f}%")
+        elif isinstance(outcome, str) and not outcome.startswith("n/a"):
+            parts.append(f"{peers.load(key).name}: {outcome}")
+    return "; ".join(parts) or "-"
+
+
+def rows(results: Results) -> List[Row]:
+    s = results.settings
+    found: List[Row] = []
+    for db in ("sqlite-normal", "sqlite-full"):
+        found.append(_versus_peer(results, db, "default1", "huey-sqlite", 1.0,
+                                  f"drain no-op jobs, one default worker, {_label(results, db)}"))
+    found.append(_versus_peer(results, "postgres", "default1", "pgqueuer", 2.0,
+                              "drain no-op jobs, one default worker, PostgreSQL"))
+    found.append(_versus_peer(results, "mysql", "default1", "huey-sql", 4.0,
+                              "drain no-op jobs, one default worker, MariaDB"))
+    for db in ("sqlite-normal", "sqlite-full"):
+        found.append(_versus_peer(results, db, "enqueue", "huey-sqlite", 1.0,
+                                  f"enqueue one job per call, {_label(results, db)}"))
+    for db in ("sqlite-normal", "sqlite-full", "postgres"):
+        for n in s.concurrencies:
+            case = f"sleep{n}"
+            ideal = n / s.sleep_seconds
+            others = ["caravel_lite-async"]
+            if db == "postgres":
+                others += ["procrastinate", "pgqueuer"]
+            found.append(_limit(
+                results, db, case,
+                f"{s.sleep_jobs:,} jobs sleeping {s.sleep_seconds * 1000:.0f} ms, concurrency "
+                f"{n}, {_label(results, db)}",
+                f">= 80% of ideal ({ideal:,.0f}/s)",
+                lambda o: o.value, lambda v: f"{v:.0f}% of ideal",
+                lambda v: v >= 80.0, _beside(results, db, case, others)))
+    found.append(_scaling(results, s.workers))
+    for target in results.targets:
+        found.append(_limit(results, target.key, "idle",
+                            f"CPU of one idle worker over {s.idle_seconds:.0f} s, {target.label}",
+                            "<= 0.5% of one core", lambda o: o.value,
+                            lambda v: figure(v, "% of a core"), lambda v: v <= 0.5))
+    for target in results.targets:
+        found.append(_limit(results, target.key, "connections",
+                            f"connections of one worker process at concurrency "
+                            f"{s.connection_concurrency}, {target.label}", "<= 3",
+                            lambda o: o.value, lambda v: f"{v:.0f}", lambda v: v <= 3))
+    found.append(_limit(results, "mysql", "pickup", "pickup p50, idle worker, MariaDB",
+                        "<= 50 ms", lambda o: o.p50_ms, lambda v: f"{v:,.1f} ms",
+                        lambda v: v <= 50.0))
+    found.append(_limit(results, "postgres", "history",
+                        f"claim cost with {s.history_rows:,} completed rows, PostgreSQL",
+                        "<= 1.2x an empty table", lambda o: o.value,
+                        lambda v: f"{v:.2f}x empty", lambda v: v <= 1.2))
+    for target in results.targets:
+        found.append(_limit(results, target.key, "prune",
+                            f"claim p99 while prune removes {s.prune_rows:,} finished rows, "
+                            f"{target.label}", "<= 50 ms", lambda o: o.value,
+                            lambda v: f"{v:,.1f} ms", lambda v: v <= 50.0))
+    return found
+
+
+def _scaling(results: Results, workers: Tuple[int, ...]) -> Row:
+    scenario = "no-op drain, 2 default worker processes vs 1, PostgreSQL"
+    target = ">= 1.6x one process"
+    one, two = (_get(results, "postgres", f"default{n}", CARAVEL) for n in (1, 2))
+    for outcome in (one, two):
+        reason = _absent(outcome, results, "postgres")
+        if reason is not None:
+            return Row(scenario, target, verdict=_no_figure(reason))
+    ratio = two.rate / one.rate
+    compared = f"1 process {one.rate:,.0f}/s"
+    four = _get(results, "postgres", "default4", CARAVEL)
+    if 4 in workers and isinstance(four, Summary):
+        compared += f"; 4: {four.rate:,.0f}/s ({four.rate / one.rate:.2f}x)"
+    return Row(scenario, target, f"{two.rate:,.0f}/s", compared, f"{ratio:.2f}x",
+               _verdict(ratio >= 1.6))
+
+
+def render(results: Results) -> str:
+    """The target table for the targets this run has data for (rows of databases or
+    scenarios the run did not select are left out)."""
+    lines = [HEADER, RULE]
+    lines += [row.markdown() for row in rows(results) if NOT_RUN not in row.verdict]
+    return "\n".join(lines)
