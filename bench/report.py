@@ -61,8 +61,8 @@ worker loses its task where caravel_lite's lease expires and the job runs again.
 def _settings_line(results: Results) -> str:
     s = results.settings
     return (f"- {'--quick smoke run' if s.quick else 'full run'}: {s.jobs:,} jobs per enqueue "
-            f"and drain scenario, {s.rounds} round(s) (idle, connections, pickup, history "
-            f"and prune: one), drains with {', '.join(map(str, s.workers))} processes; "
+            f"and drain scenario, {s.rounds} round(s) for enqueue and the one-process drains "
+            f"(every other scenario: one), drains with {', '.join(map(str, s.workers))} processes; "
             f"{s.sleep_jobs:,} jobs sleeping {s.sleep_seconds * 1000:.0f} ms at concurrency "
             f"{', '.join(map(str, s.concurrencies))}; idle CPU over {s.idle_seconds:g} s "
             f"(other queues' workers: {s.idle_peer_seconds:g} s); connections at "
@@ -118,6 +118,7 @@ def build(results: Results, command: str, load_before: str, busy_note: str,
         "## Settings",
         "",
         _settings_line(results),
+        f"- The run took {results.seconds / 60:.1f} minutes.",
         "- SQLite: WAL, synchronous NORMAL or FULL, busy timeout 5 s, files in a temporary "
         "directory. PostgreSQL and MariaDB: a fresh `caravel_bench_*` database per round on "
         "127.0.0.1, dropped afterwards; server settings untouched.",

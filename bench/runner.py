@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Sequence, Tuple, Union
 
@@ -24,6 +25,7 @@ class Results:
     peers: List[str]
     outcomes: Dict[Tuple[str, str, str], Outcome] = field(default_factory=dict)
     target_notes: Dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0  # how long the whole run took
 
 
 def log(message: str) -> None:
@@ -55,6 +57,7 @@ def run(settings: Settings, chosen_targets: Sequence[targets.Target], chosen_cas
         peer_keys: Sequence[str]) -> Results:
     results = Results(settings, list(chosen_targets), list(chosen_cases), list(peer_keys))
     workspace = targets.Workspace()
+    run_started = time.monotonic()
     try:
         for target in chosen_targets:
             reason = targets.server_reachable(target)
@@ -72,13 +75,16 @@ def run(settings: Settings, chosen_targets: Sequence[targets.Target], chosen_cas
                     outcome = peer_cls.unavailable(target.kind)
                     if outcome == "n/a":
                         continue  # this peer does not exist on this database
+                    started = time.monotonic()
                     if outcome is None:
                         log(f"[{target.key}] {case.key} {key} ...")
                         outcome = run_case(peer_cls, target, case, settings, workspace)
                     results.outcomes[(target.key, case.key, key)] = outcome
-                    log(f"[{target.key}] {case.key} {key}: {describe(outcome)}")
+                    log(f"[{target.key}] {case.key} {key}: {describe(outcome)} "
+                        f"({time.monotonic() - started:.1f} s)")
     finally:
         workspace.close()
+        results.seconds = time.monotonic() - run_started
     return results
 
 

@@ -76,11 +76,13 @@ def cases(settings: Settings) -> List[Case]:
     found = [Case("enqueue", "enqueue", "enqueue, one job per call", enqueue)]
     for n in s.workers:
         found.append(Case(f"default{n}", "default",
-                          f"drain, default worker, {_plural(n)}", worker.default_drain(n)))
+                          f"drain, default worker, {_plural(n)}", worker.default_drain(n),
+                          one_round=n > 1))
     for n in s.concurrencies:
         found.append(Case(f"sleep{n}", "sleep",
                           f"{s.sleep_jobs:,} jobs sleeping {s.sleep_seconds * 1000:.0f} ms, "
-                          f"concurrency {n}", worker.sleeping(n), unit="% of ideal"))
+                          f"concurrency {n}", worker.sleeping(n), unit="% of ideal",
+                          one_round=True))
     found += [
         Case("idle", "idle", f"idle worker, CPU over {s.idle_seconds:.0f} s", worker.idle_cpu,
              rate=False, unit="% of a core", one_round=True),

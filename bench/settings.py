@@ -12,12 +12,12 @@ from typing import Tuple
 
 @dataclass(frozen=True)
 class Settings:
-    jobs: int = 5_000             # enqueue, drain and default-drain scenarios
-    rounds: int = 3
+    jobs: int = 3_000             # enqueue, drain and default-drain scenarios
+    rounds: int = 3               # the one-process drains and enqueue; the rest run once
     workers: Tuple[int, ...] = (1, 2, 4)   # worker processes for the drain scenarios
     pickup_jobs: int = 100        # pickup latency
     pickup_gap: float = 0.1       # max random pause before each pickup job (s)
-    pickup_budget: float = 40.0   # seconds at most per pickup round
+    pickup_budget: float = 20.0   # seconds at most per pickup round
     history_rows: int = 10_000_000  # completed rows retained, PostgreSQL
     history_rows_other: int = 1_000_000  # the same on SQLite and MariaDB
     claim_jobs: int = 2_000       # claims timed on the empty and on the full table
@@ -25,7 +25,7 @@ class Settings:
     sleep_seconds: float = 0.05   # what each of them sleeps
     concurrencies: Tuple[int, ...] = (10, 50)
     idle_seconds: float = 30.0    # CPU of an idle caravel_lite worker is read over this long
-    idle_peer_seconds: float = 10.0  # and of the other queues' workers (context only)
+    idle_peer_seconds: float = 5.0   # and of the other queues' workers (context only)
     connection_jobs: int = 1_000  # sleeping jobs run while connections are counted
     connection_concurrency: int = 50
     prune_rows: int = 1_000_000   # finished rows a prune removes under load
