@@ -38,7 +38,7 @@ class ConnectionCounter:
                 cursor.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST "
                                "WHERE DB = %s", (self.target.name,))
                 return cursor.fetchone()[0]
-        path = os.path.realpath(self.target.path)
+        path = os.path.realpath(self.target.path or "")
         found = 0
         for pid in pids:
             fd_dir = f"/proc/{pid}/fd"

@@ -6,8 +6,9 @@ the verdict: met, missed, or no figure (with the reason the run gave instead).
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from bench import peers
 from bench.runner import Results
@@ -34,28 +35,21 @@ class Row:
                 f"{self.ratio} | {self.verdict} |")
 
 
-Outcome = Union[Summary, str, None]
+class _NoFigure(Exception):
+    """The run has no number for a target (the message says why)."""
 
 
-def _get(results: Results, db: str, case: str, peer: str) -> Outcome:
-    return results.outcomes.get((db, case, peer))
-
-
-def _absent(outcome: Outcome, results: Results, db: str) -> Optional[str]:
-    """Why there is no number (None when there is one)."""
+def _summary(results: Results, db: str, case: str, peer: str = CARAVEL) -> Summary:
+    """The measured outcome, or _NoFigure with the reason the run gave instead."""
+    outcome = results.outcomes.get((db, case, peer))
     if isinstance(outcome, Summary):
-        return None
-    if outcome is None:
-        return results.target_notes.get(db, NOT_RUN)
-    return outcome
+        return outcome
+    reason = outcome if outcome is not None else results.target_notes.get(db, NOT_RUN)
+    raise _NoFigure(reason if peer == CARAVEL else f"{peers.load(peer).name}: {reason}")
 
 
 def _verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
-
-
-def _no_figure(reason: str) -> str:
-    return f"no figure ({reason})"
 
 
 def _label(results: Results, db: str) -> str:
@@ -65,37 +59,41 @@ def _label(results: Results, db: str) -> str:
     return db
 
 
+def _row(scenario: str, target: str, measure: Callable[[], Row]) -> Row:
+    try:
+        return measure()
+    except _NoFigure as exc:
+        return Row(scenario, target, verdict=f"no figure ({exc})")
+
+
 def _versus_peer(results: Results, db: str, case: str, peer: str, at_least: float,
                  scenario: str) -> Row:
     target = f">= {at_least:.1f}x {peers.load(peer).name}"
-    ours, theirs = _get(results, db, case, CARAVEL), _get(results, db, case, peer)
-    for outcome, whose in ((ours, CARAVEL), (theirs, peers.load(peer).name)):
-        reason = _absent(outcome, results, db)
-        if reason is not None:
-            return Row(scenario, target, verdict=_no_figure(f"{whose}: {reason}"))
-    ratio = ours.rate / theirs.rate
-    return Row(scenario, target, f"{ours.rate:,.0f}/s", f"{theirs.rate:,.0f}/s",
-               f"{ratio:.2f}x", _verdict(ratio >= at_least))
+
+    def measure() -> Row:
+        ours, theirs = _summary(results, db, case), _summary(results, db, case, peer)
+        ratio = ours.rate / theirs.rate
+        return Row(scenario, target, f"{ours.rate:,.0f}/s", f"{theirs.rate:,.0f}/s",
+                   f"{ratio:.2f}x", _verdict(ratio >= at_least))
+    return _row(scenario, target, measure)
 
 
 def _limit(results: Results, db: str, case: str, scenario: str, target: str,
            read: Callable[[Summary], Optional[float]], show: Callable[[float], str],
            ok: Callable[[float], bool], compared: str = "-") -> Row:
-    ours = _get(results, db, case, CARAVEL)
-    reason = _absent(ours, results, db)
-    if reason is not None:
-        return Row(scenario, target, verdict=_no_figure(reason))
-    value = read(ours)
-    if value is None or value != value:
-        return Row(scenario, target, verdict=_no_figure("nothing measured"))
-    return Row(scenario, target, show(value), compared, "", _verdict(ok(value)))
+    def measure() -> Row:
+        value = read(_summary(results, db, case))
+        if value is None or value != value:
+            raise _NoFigure("nothing measured")
+        return Row(scenario, target, show(value), compared, "", _verdict(ok(value)))
+    return _row(scenario, target, measure)
 
 
 def _beside(results: Results, db: str, case: str, keys: Sequence[str]) -> str:
     """Other subjects' figures for the same case, as context."""
     parts = []
     for key in keys:
-        outcome = _get(results, db, case, key)
+        outcome = results.outcomes.get((db, case, key))
         if isinstance(outcome, Summary) and outcome.value is not None:
             parts.append(f"{peers.load(key).name} {outcome.value:.0f}%")
         elif isinstance(outcome, str) and not outcome.startswith("n/a"):
@@ -159,18 +157,18 @@ def rows(results: Results) -> List[Row]:
 def _scaling(results: Results, workers: Tuple[int, ...]) -> Row:
     scenario = "no-op drain, 2 default worker processes vs 1, PostgreSQL"
     target = ">= 1.6x one process"
-    one, two = (_get(results, "postgres", f"default{n}", CARAVEL) for n in (1, 2))
-    for outcome in (one, two):
-        reason = _absent(outcome, results, "postgres")
-        if reason is not None:
-            return Row(scenario, target, verdict=_no_figure(reason))
-    ratio = two.rate / one.rate
-    compared = f"1 process {one.rate:,.0f}/s"
-    four = _get(results, "postgres", "default4", CARAVEL)
-    if 4 in workers and isinstance(four, Summary):
-        compared += f"; 4: {four.rate:,.0f}/s ({four.rate / one.rate:.2f}x)"
-    return Row(scenario, target, f"{two.rate:,.0f}/s", compared, f"{ratio:.2f}x",
-               _verdict(ratio >= 1.6))
+
+    def measure() -> Row:
+        one, two = (_summary(results, "postgres", f"default{n}") for n in (1, 2))
+        ratio = two.rate / one.rate
+        compared = f"1 process {one.rate:,.0f}/s"
+        if 4 in workers:
+            with contextlib.suppress(_NoFigure):
+                four = _summary(results, "postgres", "default4")
+                compared += f"; 4: {four.rate:,.0f}/s ({four.rate / one.rate:.2f}x)"
+        return Row(scenario, target, f"{two.rate:,.0f}/s", compared, f"{ratio:.2f}x",
+                   _verdict(ratio >= 1.6))
+    return _row(scenario, target, measure)
 
 
 def render(results: Results) -> str:

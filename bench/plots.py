@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from bench import peers
 from bench.runner import Results
@@ -41,7 +41,7 @@ def _lines(results: Results, db: str, cases: List[Tuple[int, str]]
     return found
 
 
-def _panels(plt, results: Results, keep) -> Tuple[object, List[Tuple[object, object]]]:
+def _panels(plt: Any, results: Results, keep: Any) -> Tuple[Any, List[Tuple[Any, Any]]]:
     chosen = [t for t in results.targets if keep(t.key)]
     if not chosen:
         return None, []

@@ -34,9 +34,10 @@ def _drain_child(peer_cls: Type, target: Target, barrier: Any, results: Any, met
         done = getattr(peer, method)(*args)
         # A peer whose drain exits well after its last job (a shutdown delay) records
         # when its last handler finished; the clock stops there.
-        results.put(("ok", done, getattr(peer, "last_done", None) or time.monotonic()))
+        results.put(("ok", done, TALLY.first_start,
+                     getattr(peer, "last_done", None) or time.monotonic()))
     except BaseException:
-        results.put(("error", traceback.format_exc(limit=3), time.monotonic()))
+        results.put(("error", traceback.format_exc(limit=3), None, time.monotonic()))
     finally:
         with contextlib.suppress(Exception):
             peer.close()
@@ -44,10 +45,14 @@ def _drain_child(peer_cls: Type, target: Target, barrier: Any, results: Any, met
 
 def drain_in_processes(peer_cls: Type, target: Target, processes: int, expected: int,
                        timeout: float, method: str = "drain", args: Sequence[Any] = (),
-                       watch: Optional[Callable[[List[int]], None]] = None) -> Sample:
+                       watch: Optional[Callable[[List[int]], None]] = None,
+                       from_first_handler: bool = False) -> Sample:
     """Wall time for ``processes`` workers to empty a pre-filled queue together, each
-    calling ``peer.<method>(*args)``. ``watch``, if given, is called with the children's
-    process ids every few milliseconds until they are done (it must be quick)."""
+    calling ``peer.<method>(*args)``: from the moment all are connected, or with
+    ``from_first_handler`` from the moment the first handler began (a worker's start-up,
+    schema checks and listeners excluded), until the last handler finished.
+    ``watch``, if given, is called with the children's process ids every few
+    milliseconds until they are done (it must be quick)."""
     barrier = _ctx.Barrier(processes + 1)
     results = _ctx.Queue()
     shared = (_ctx.Value("q", 0), _ctx.Event())  # the drain's count, across processes
@@ -57,12 +62,12 @@ def drain_in_processes(peer_cls: Type, target: Target, processes: int, expected:
                              daemon=True) for _ in range(processes)]
     for child in children:
         child.start()
-    outcomes = []
+    outcomes: List[Tuple[str, Any, Optional[float], float]] = []
     try:
         barrier.wait(START_TIMEOUT)
         start = time.monotonic()
         deadline = start + timeout
-        pids = [child.pid for child in children]
+        pids = [int(child.pid or 0) for child in children]
         while len(outcomes) < len(children):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"workers did not finish within {timeout:g} s")
@@ -74,11 +79,14 @@ def drain_in_processes(peer_cls: Type, target: Target, processes: int, expected:
                 continue
     finally:
         _reap(children)
-    errors = [detail for status, detail, _ in outcomes if status == "error"]
+    errors = [detail for status, detail, _, _ in outcomes if status == "error"]
     if errors:
         raise RuntimeError(errors[0].strip().splitlines()[-1])
-    done = sum(detail for _, detail, _ in outcomes)
-    return Sample(done, max(end for _, _, end in outcomes) - start, expected=expected)
+    done = sum(detail for _, detail, _, _ in outcomes)
+    if from_first_handler:
+        firsts = [first for _, _, first, _ in outcomes if first is not None]
+        start = min(firsts, default=start)
+    return Sample(done, max(end for _, _, _, end in outcomes) - start, expected=expected)
 
 
 def _serve_child(peer_cls: Type, target: Target, stop: Any, sink: Any, ready: Any) -> None:
@@ -132,7 +140,7 @@ def serving(peer_cls: Type, target: Target, settle: float = 1.0) -> Iterator[Ser
         raise RuntimeError("worker process did not start")
     time.sleep(settle)  # let it reach its idle loop
     try:
-        yield Serving(sink, child.pid)
+        yield Serving(sink, int(child.pid or 0))
     finally:
         stop.set()
         _reap([child], grace=15.0)

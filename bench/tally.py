@@ -1,7 +1,8 @@
 """How worker processes know a drain is over: handlers count themselves here.
 
 A drain arms the tally with the number of jobs expected and an action that stops the
-worker; handlers call :meth:`Tally.hit`. When several worker processes drain one queue
+worker; handlers call :meth:`Tally.begin` when they start and :meth:`Tally.hit` when
+they end. When several worker processes drain one queue
 together the count is shared between them (a multiprocessing value and event handed
 to each child by :func:`bench.processes.drain_in_processes`), so every worker stops
 once all of them together ran the expected number. Handlers may run on several threads
@@ -19,6 +20,7 @@ class Tally:
         self._lock = threading.Lock()
         self.done = 0                           # handlers run in this process
         self.last_done: Optional[float] = None  # time.monotonic() of this process's last
+        self.first_start: Optional[float] = None  # and when its first handler began
         self._expected: Optional[int] = None
         self._shared_count: Any = None          # multiprocessing.Value, when shared
         self._finished: Any = threading.Event()
@@ -41,6 +43,13 @@ class Tally:
             finished.wait()
             on_done()
         threading.Thread(target=watch, name="bench-tally", daemon=True).start()
+
+    def begin(self) -> None:
+        """Called by a handler when it starts (only the first call is kept)."""
+        if self.first_start is None:
+            with self._lock:
+                if self.first_start is None:
+                    self.first_start = time.monotonic()
 
     def hit(self) -> None:
         with self._lock:

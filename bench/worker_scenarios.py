@@ -18,12 +18,13 @@ from bench.timing import Sample
 
 def default_drain(processes: int) -> Callable[[Peer, Settings], Sample]:
     """``processes`` workers with the library's defaults empty a pre-filled queue of
-    no-op jobs; from the moment all are connected until the last handler finished."""
+    no-op jobs; from the moment the first handler began until the last one finished."""
     def run(peer: Peer, s: Settings) -> Sample:
         needs(peer, "drain_default", "no worker")
         peer.prefill(s.jobs)
         return drain_in_processes(type(peer), peer.target, processes, s.jobs, s.timeout,
-                                  method="drain_default", args=(s.jobs,))
+                                  method="drain_default", args=(s.jobs,),
+                                  from_first_handler=True)
     return run
 
 
@@ -34,7 +35,8 @@ def sleeping(concurrency: int) -> Callable[[Peer, Settings], Sample]:
         peer.check_concurrency()
         peer.prefill_sleep(s.sleep_jobs, s.sleep_seconds)
         sample = drain_in_processes(type(peer), peer.target, 1, s.sleep_jobs, s.timeout,
-                                    method="drain_sleep", args=(s.sleep_jobs, concurrency))
+                                    method="drain_sleep", args=(s.sleep_jobs, concurrency),
+                                    from_first_handler=True)
         ideal = concurrency / s.sleep_seconds
         sample.value = 100.0 * sample.rate / ideal
         return sample

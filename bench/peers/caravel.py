@@ -38,17 +38,20 @@ class AsyncSleepJob:
 
 
 def noop(job: BenchJob, ctx: Any) -> None:
+    TALLY.begin()
     if job.sent:
         probe.hit(job.sent)
     TALLY.hit()
 
 
 def sleep(job: SleepJob, ctx: Any) -> None:
+    TALLY.begin()
     time.sleep(job.seconds)
     TALLY.hit()
 
 
 async def async_sleep(job: AsyncSleepJob, ctx: Any) -> None:
+    TALLY.begin()
     await asyncio.sleep(job.seconds)
     TALLY.hit()
 

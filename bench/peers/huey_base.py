@@ -18,12 +18,14 @@ from bench.tally import TALLY
 
 
 def noop(n: int, sent: float) -> None:
+    TALLY.begin()
     if sent:
         probe.hit(sent)
     TALLY.hit()
 
 
 def sleep(n: int, seconds: float) -> None:
+    TALLY.begin()
     time.sleep(seconds)
     TALLY.hit()
 

@@ -8,6 +8,7 @@ from typing import Any
 from bench import probe
 from bench.peers.async_base import AsyncPeer, until_stopped
 from bench.peers.base import stamped
+from bench.tally import TALLY
 from bench.timing import Sample, timed_once
 
 ENTRYPOINT = "bench_noop"
@@ -75,6 +76,7 @@ class PgQueuerPeer(AsyncPeer):
         done = [0]
 
         def count(job: Any) -> None:
+            TALLY.begin()
             done[0] += 1
             self.last_done = time.monotonic()  # drain mode exits seconds after this
         manager = self._manager(count)
@@ -100,6 +102,7 @@ class PgQueuerPeer(AsyncPeer):
 
         @manager.entrypoint(SLEEP)
         async def sleep(job: Any) -> None:
+            TALLY.begin()
             await asyncio.sleep(float(job.payload.decode()))
             done[0] += 1
             self.last_done = time.monotonic()

@@ -8,6 +8,7 @@ from typing import Any
 from bench import probe
 from bench.peers.async_base import AsyncPeer, until_stopped
 from bench.peers.base import QUEUE, stamped
+from bench.tally import TALLY
 from bench.timing import Sample, timed_once
 
 _count = [0]
@@ -15,6 +16,7 @@ _last = [0.0]
 
 
 def noop(n: int, sent: float) -> None:
+    TALLY.begin()
     _count[0] += 1
     _last[0] = time.monotonic()
     if sent:
@@ -22,6 +24,7 @@ def noop(n: int, sent: float) -> None:
 
 
 async def sleep(n: int, seconds: float) -> None:
+    TALLY.begin()
     await asyncio.sleep(seconds)
     _count[0] += 1
     _last[0] = time.monotonic()
