@@ -3,17 +3,22 @@
     python -m bench.profile --database sqlite-normal --path enqueue --jobs 5000
 
 Paths: enqueue (one job per call), claim (claim + complete, one job at a time) and
-drain (QueueWorker.run_once with prefetch=50 over a pre-filled queue).
+drain (QueueWorker.run_once with prefetch=50 over a pre-filled queue), profiled with
+pyinstrument; default (``QueueWorker(queue).run(...)`` with no setting given over a
+pre-filled queue until every job ran, what the "drain, default worker" scenario
+measures) and sleep (the same at ``--concurrency`` over jobs sleeping 50 ms), profiled
+with :mod:`bench.sampler` on every thread, since the worker has threads of its own.
 """
 from __future__ import annotations
 
 import argparse
+import time
 
 from bench import targets
 from bench.peers.caravel import CaravelPeer
 from bench.peers.caravel_worker import CaravelPrefetchPeer
 
-PATHS = ("enqueue", "claim", "drain")
+PATHS = ("enqueue", "claim", "drain", "default", "sleep")
 
 
 def main() -> int:
@@ -21,7 +26,10 @@ def main() -> int:
     p.add_argument("--database", default="sqlite-normal", choices=list(targets.TARGETS))
     p.add_argument("--path", default="enqueue", choices=PATHS)
     p.add_argument("--jobs", type=int, default=5000)
+    p.add_argument("--concurrency", type=int, default=10, help="for --path sleep")
     args = p.parse_args()
+    if args.path in ("default", "sleep"):
+        return _worker(args)
     from pyinstrument import Profiler
 
     workspace = targets.Workspace()
@@ -44,6 +52,35 @@ def main() -> int:
                         peer.enqueue_one(i)
             peer.close()
             print(profiler.output_text(show_all=False))
+    finally:
+        workspace.close()
+    return 0
+
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from bench.sampler import Sampler
+
+    workspace = targets.Workspace()
+    try:
+        with targets.fresh(targets.TARGETS[args.database], workspace) as target:
+            peer = CaravelPeer(target)
+            peer.open()
+            peer.install()
+            started = time.monotonic()
+            with Sampler() as sampler:
+                if args.path == "default":
+                    peer.prefill(args.jobs)
+                    started = time.monotonic()
+                    done = peer.drain_default(args.jobs)
+                else:
+                    peer.prefill_sleep(args.jobs, 0.05)
+                    started = time.monotonic()
+                    done = peer.drain_sleep(args.jobs, args.concurrency)
+            elapsed = time.monotonic() - started
+            peer.close()
+            print(f"{done} jobs in {elapsed:.2f} s: {done / elapsed:,.0f}/s (profiler on)")
+            print(sampler.report())
     finally:
         workspace.close()
     return 0
