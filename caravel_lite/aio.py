@@ -19,9 +19,9 @@ COPY, exact row counts); a thread hop keeps one code path and one set of guarant
   the end (an enqueue may then be committed although its caller was cancelled: use an
   idempotency key to retry safely).
 - The caller's transaction, if any, is not joined: each call runs in a thread of its
-  own (an in-memory SQLite database is therefore not usable, being one per
-  connection). To write business rows and a job atomically from async code, use
-  :meth:`AsyncOutboxCalls.atransaction`.
+  own (an in-memory SQLite database must therefore be one that every thread shares,
+  as ``open_database("sqlite:///:memory:")`` opens it). To write business rows and a
+  job atomically from async code, use :meth:`AsyncOutboxCalls.atransaction`.
 - ``await queue.aclose()`` ends the threads and closes their connections; a later call
   starts new ones.
 """

@@ -222,3 +222,24 @@ def test_astage_and_atransaction_commit_business_rows_and_intents_together(db):
             outbox.stage(SendEmail("x"), Dispatch(QUEUE, TENANT))  # the sync rule stands
     finally:
         db.drop_tables([Signup])
+
+
+def test_an_in_memory_database_from_open_database_serves_the_async_threads():
+    from caravel_lite import migrate, open_database
+
+    db = open_database("sqlite:///:memory:")
+    db.connect()
+    try:
+        migrate(db)
+        queue = make_queue(db, Recorder(), ManualClock())
+
+        async def scenario() -> None:
+            try:
+                await asyncio.gather(*(queue.aenqueue(SendEmail(f"m{i}"), Dispatch(QUEUE, TENANT))
+                                       for i in range(10)))
+            finally:
+                await queue.aclose()
+        asyncio.run(scenario())
+        assert len(enqueued(queue, QUEUE)) == 10
+    finally:
+        db.close()
