@@ -8,6 +8,8 @@ guessed.
 """
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import copy
 import threading
 from dataclasses import dataclass
@@ -112,9 +114,11 @@ def drain(queue: DatabaseQueue, *queue_names: str, clock: Optional[ManualClock] 
 
     ``max_jobs`` bounds the jobs run (a job that keeps enqueueing itself would never
     let drain end); ``limit_reached`` tells that work was left. ``scope`` is passed to
-    the worker (``QueueWorker(scope=...)``). Run it while no other worker serves these
-    queues; otherwise which jobs it sees, and in which order, is not predictable (the
-    counts stay those of this call's own work)."""
+    the worker (``QueueWorker(scope=...)``). Called from a coroutine (an ``async def``
+    test), it drains on a helper thread and blocks until done, since the worker runs
+    ``async def`` handlers on an event loop of its own. Run it while no other worker
+    serves these queues; otherwise which jobs it sees, and in which order, is not
+    predictable (the counts stay those of this call's own work)."""
     if not isinstance(queue, DatabaseQueue):
         raise InvalidField("queue", "must be a caravel_lite.DatabaseQueue")
     for name in queue_names:
@@ -126,6 +130,35 @@ def drain(queue: DatabaseQueue, *queue_names: str, clock: Optional[ManualClock] 
     if clock is not None and not isinstance(clock, ManualClock):
         raise InvalidField("clock", "must be a caravel_lite.testing.ManualClock")
 
+    if _loop_running():
+        # Called from a coroutine (an async test): the worker runs ``async def``
+        # handlers on an event loop of its own, which cannot run inside this thread's.
+        # Drain on a helper thread instead, and block until it is done.
+        return _on_helper_thread(lambda: _drain(queue, queue_names, clock, max_jobs,
+                                                scope, with_scheduled), queue)
+    return _drain(queue, queue_names, clock, max_jobs, scope, with_scheduled)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _on_helper_thread(work: Callable[[], DrainResult], queue: DatabaseQueue) -> DrainResult:
+    def run() -> DrainResult:
+        try:
+            return work()
+        finally:
+            queue.db.close()  # the helper thread's own connection
+    with concurrent.futures.ThreadPoolExecutor(1, "caravel-drain") as pool:
+        return pool.submit(run).result()
+
+
+def _drain(queue: DatabaseQueue, queue_names: Sequence[str], clock: Optional[ManualClock],
+           max_jobs: int, scope: Optional[Scope], with_scheduled: bool) -> DrainResult:
     # A copy of the queue that shares everything but its telemetry: the counts are
     # tallied without touching the caller's object, which may be in use elsewhere.
     tally = _Tally(queue.telemetry)
