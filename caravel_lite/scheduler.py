@@ -10,12 +10,13 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from caravel_lite import cron as cron_rules
 from caravel_lite.clock import from_ms, now_micros
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
 from caravel_lite.observability import logger
+from caravel_lite.outage import OutagePolicy, check_max_outage
 from caravel_lite.queue import DatabaseQueue
 from caravel_lite.schedule_lookup import last_enqueued
 from caravel_lite.schedules import (Cron, Interval, Schedule, Slot, check_catch_up,
@@ -186,18 +187,36 @@ class QueueScheduler:
                  if at is not None]
         return min(found) if found else None
 
-    def run(self, stop: Optional[threading.Event] = None) -> None:
+    def run(self, stop: Optional[threading.Event] = None, *,
+            max_outage: Union[None, float, timedelta] = None) -> None:
         """Enqueue due slots until ``stop`` is set, sleeping until the next slot is due
         (at most ``poll_interval`` at a time) and waking at once when ``stop`` is set.
 
         Unlike :meth:`run_once`, a conflicting or invalid slot is logged and skipped so
-        that one schedule cannot hold up the others. Database errors propagate.
+        that one schedule cannot hold up the others.
+
+        ``max_outage``: None (the default) lets database errors propagate. Seconds (or a
+        timedelta) ride out an outage as the worker does (:mod:`caravel_lite.outage`):
+        one warning, a jittered back-off, a fresh connection; it raises only after that
+        long without a successful pass, or at once for a fault waiting cannot fix. A
+        slot that came due meanwhile is enqueued on the first pass that succeeds.
         """
+        budget = check_max_outage(max_outage)
+        policy = (OutagePolicy(budget, [self.queue.db], self.queue.dialect, what="scheduler")
+                  if budget is not None else None)
         stop = stop if stop is not None else threading.Event()
         cap = self.poll_interval.total_seconds()
         logger.info("scheduler started with %d schedule(s)", len(self.schedules))
         while not stop.is_set():
-            self._pass(raise_errors=False)
+            try:
+                self._pass(raise_errors=False)
+            except Exception as exc:
+                if policy is None:
+                    raise
+                policy.failed(exc, stop.wait)  # re-raises unless waiting may help
+                continue
+            if policy is not None:
+                policy.succeeded()
             now_us = self._now_us()
             upcoming_ms = self._next_due_ms(now_us)
             wait = cap

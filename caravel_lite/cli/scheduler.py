@@ -6,8 +6,9 @@ SIGTERM or SIGINT.
 many as you like, on as many machines: they converge on one job per slot. With
 ``--once``, one pass and exit, printing ``{"enqueued": N}`` (for an external cron).
 
-Exit codes: 0 after a clean stop; 1 when the schema is not migrated, the database
-failed, or (with --once) a slot's job exists with another payload; 2 for bad
+A database outage is ridden out for up to --max-outage seconds (default 60). Exit
+codes: 0 after a clean stop; 1 when the schema is not migrated, the database stayed
+unavailable, or (with --once) a slot's job exists with another payload; 2 for bad
 arguments. Always one line on stderr.
 """
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import List, Optional
 import peewee
 
 from caravel_lite.cli import common
+from caravel_lite.errors import InvalidField
 from caravel_lite.migrator import check_schema
+from caravel_lite.outage import check_max_outage
 from caravel_lite.scheduler import QueueScheduler
 
 
@@ -33,6 +36,9 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                           "e.g. myapp.schedules:scheduler")
     cmd.add_argument("--once", action="store_true",
                      help="enqueue what is due now, print {\"enqueued\": N} and exit")
+    cmd.add_argument("--max-outage", type=float, default=60.0, metavar="S",
+                     help="ride out a database outage for up to S seconds, then exit 1 "
+                          "(default 60)")
     common.add_log_level_argument(cmd)
     cmd.set_defaults(run=run)
 
@@ -54,6 +60,10 @@ def load_scheduler(args: argparse.Namespace, spec: str) -> QueueScheduler:
 def run(args: argparse.Namespace) -> int:
     from caravel_lite.worker import handle_signals
 
+    try:
+        max_outage = check_max_outage(args.max_outage)
+    except InvalidField as exc:
+        raise common.UsageError(common.one_line(exc)) from None
     scheduler = load_scheduler(args, args.target)
     db = scheduler.queue.db
     try:
@@ -65,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                 return common.OK
             stop = threading.Event()
             with handle_signals(stop):
-                scheduler.run(stop=stop)
+                scheduler.run(stop=stop, max_outage=max_outage)
         except peewee.PeeweeException as exc:
             raise common.CommandFailed(f"scheduler faulted: {common.described(exc)}") from exc
     finally:
@@ -78,16 +88,18 @@ class SchedulerThread:
     ``stop`` too (so the worker stops) and is kept in ``error`` for the command to
     report."""
 
-    def __init__(self, scheduler: QueueScheduler, stop: threading.Event) -> None:
+    def __init__(self, scheduler: QueueScheduler, stop: threading.Event,
+                 max_outage: Optional[float] = None) -> None:
         self.scheduler = scheduler
         self.stop = stop
+        self.max_outage = max_outage
         self.error: Optional[BaseException] = None
         self._thread = threading.Thread(target=self._main, name="caravel-scheduler",
                                         daemon=True)
 
     def _main(self) -> None:
         try:
-            self.scheduler.run(stop=self.stop)
+            self.scheduler.run(stop=self.stop, max_outage=self.max_outage)
         except BaseException as exc:  # reported by the command after the worker stops
             self.error = exc
             self.stop.set()
@@ -112,9 +124,11 @@ class SchedulerThread:
 def start_beside(args: argparse.Namespace, spec: Optional[str],
                  stop: threading.Event) -> List[SchedulerThread]:
     """For ``worker --scheduler MODULE:ATTR``: the scheduler, checked against its schema
-    and started on its own thread with the worker's stop event (none without a spec)."""
+    and started on its own thread with the worker's stop event (none without a spec).
+    It rides out database outages as long as the worker does (``--max-outage``)."""
     if spec is None:
         return []
     scheduler = load_scheduler(args, spec)
     check_schema(scheduler.queue.db)
-    return [SchedulerThread(scheduler, stop).start()]
+    max_outage = check_max_outage(getattr(args, "max_outage", None))
+    return [SchedulerThread(scheduler, stop, max_outage).start()]

@@ -94,16 +94,23 @@ def test_worker_exits_1_when_the_schedulers_database_is_not_migrated(db_url, new
     assert procs.one_line(code.stderr).startswith("caravel-lite worker: ")
 
 
-def test_unmigrated_database_and_bad_targets(new_database):
+def test_an_unmigrated_database_exits_1(new_database):
     unmigrated = procs.run("schedules", TARGET, env={"CARAVEL_DATABASE_URL": new_database()})
     assert unmigrated.returncode == 1
     assert procs.one_line(unmigrated.stderr).startswith("caravel-lite schedules: ")
+
+
+def test_bad_targets_and_arguments_exit_2():
     for command in ("scheduler", "schedules"):
         for target in ("tests.scheduler.jobs:not_a_scheduler", "tests.scheduler.nowhere:x",
                        "no-colon"):
             result = procs.run(command, target)
             assert result.returncode == 2, (command, target, result.stderr)
             assert procs.one_line(result.stderr).startswith(f"caravel-lite {command}: ")
+    for bad in ("0", "-1", "1e9"):
+        result = procs.run("scheduler", TARGET, "--max-outage", bad)
+        assert result.returncode == 2, result.stderr
+        assert "max_outage" in procs.one_line(result.stderr)
 
 
 def test_the_password_of_the_schedulers_database_is_masked():

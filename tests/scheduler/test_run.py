@@ -2,6 +2,7 @@
 and several scheduler processes converge on one job per slot."""
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import threading
 import time
@@ -9,6 +10,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from typing import Any, List
 
+import peewee
 import pytest
 
 from caravel_lite import QueueScheduler
@@ -137,3 +139,63 @@ def test_two_scheduler_processes_over_ten_slots_make_exactly_ten_jobs(db, db_url
     assert sum(attempts[k] for k in wanted) > 10  # and they did compete for the slots
     for outcome in outcomes:
         assert len({k for k, _ in outcome if k in wanted}) >= 5
+
+
+class FlakyQueue:
+    """Wraps a queue's enqueue so that it fails like a lost connection while ``down``."""
+
+    def __init__(self, queue: Any) -> None:
+        self.down = True
+        self.failures = 0
+        self._enqueue = queue.enqueue
+        queue.enqueue = self.enqueue
+
+    def enqueue(self, job: Any, dispatch: Any) -> Any:
+        if self.down:
+            self.failures += 1
+            raise peewee.OperationalError("server closed the connection unexpectedly")
+        return self._enqueue(job, dispatch)
+
+
+def test_run_rides_out_an_outage_with_max_outage(db, connect, caplog):
+    caplog.set_level(logging.WARNING, logger="caravel_lite")
+    scheduler = QueueScheduler(make_queue(connect(), clock=ManualClock(datetime(2024, 5, 1, tzinfo=UTC))))
+    scheduler.every("daily", timedelta(days=1), Tick(1), queue=QUEUE, tenant_id=TENANT)
+    flaky = FlakyQueue(scheduler.queue)
+    stop = threading.Event()
+    errors: List[BaseException] = []
+
+    def main() -> None:
+        try:
+            scheduler.run(stop=stop, max_outage=60)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: flaky.failures >= 2, timeout=30, message="two failed passes")
+        assert job_count(db) == 0 and thread.is_alive()
+        flaky.down = False
+        wait_for(lambda: job_count(db) == 1, timeout=30, message="the slot after the outage")
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not errors and not thread.is_alive()
+    warnings = [r.getMessage() for r in caplog.records if "unavailable" in r.getMessage()]
+    assert len(warnings) == 1 and "OperationalError" in warnings[0]
+    assert any("reachable again" in r.getMessage() for r in caplog.records)
+
+
+def test_run_raises_without_max_outage_and_once_the_budget_is_spent(db, connect):
+    for budget in (None, 0.6):
+        scheduler = QueueScheduler(make_queue(connect(), clock=ManualClock(datetime(2024, 5, 1, tzinfo=UTC))))
+        scheduler.every("daily", timedelta(days=1), Tick(1), queue=QUEUE, tenant_id=TENANT)
+        flaky = FlakyQueue(scheduler.queue)
+        with pytest.raises(peewee.OperationalError):
+            scheduler.run(stop=threading.Event(), max_outage=budget)
+        if budget is None:
+            assert flaky.failures == 1  # propagated at once
+        else:
+            assert flaky.failures >= 2  # waited, tried again, then gave up
+    assert job_count(db) == 0
