@@ -55,6 +55,9 @@ def parser() -> argparse.ArgumentParser:
                    help=f"idle CPU window of caravel_lite's worker (full: {full.idle_seconds:g})")
     p.add_argument("--prune-rows", type=int,
                    help=f"finished rows pruned under load (full: {full.prune_rows:,})")
+    p.add_argument("--budget", type=float, metavar="MINUTES",
+                   help="start no new case after this many minutes (those left are "
+                        "reported as not run)")
     p.add_argument("--write", metavar="PATH", help="also write the report (docs/PERFORMANCE.md); "
                    "plots go beside it as PNG files")
     p.add_argument("--notes", metavar="PATH",
@@ -89,7 +92,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     chosen_cases = [c for c in scenarios.cases(settings) if c.family in families]
     peer_keys = _names(args.peers, list(peers.PEERS), "peer")
     load_before = machine.load_now()
-    results = runner.run(settings, chosen_targets, chosen_cases, peer_keys)
+    results = runner.run(settings, chosen_targets, chosen_cases, peer_keys,
+                         budget=args.budget * 60 if args.budget else None)
     print(render(results))
     if args.write:
         command = "python -m bench " + " ".join(shlex.quote(a) for a in argv)

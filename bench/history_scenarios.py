@@ -35,17 +35,19 @@ def claim_history(peer: Peer, s: Settings) -> Sample:
     few descheduled calls move the mean more than the table does; both means are in the
     note)."""
     needs(peer, "claim_timed", peer.claim_reason)
-    rows = s.history_for(peer.target.kind)
+    wanted = s.history_for(peer.target.kind)
     empty = _claims(peer, s.claim_jobs)
     filled = time.monotonic()
-    peer.add_history(rows)
+    rows = peer.add_history(wanted, s.fill_budget)
     filled = time.monotonic() - filled
     started = time.perf_counter()
     full = _claims(peer, s.claim_jobs)
     elapsed = time.perf_counter() - started
     ratio = percentile(full, 50) / percentile(empty, 50)
     return Sample(len(full), elapsed, full, expected=s.claim_jobs, value=ratio,
-                  note=(f"{rows:,} completed rows (inserted in {filled:.0f} s); claim mean "
+                  note=(f"{rows:,} completed rows" + (
+                      f" (of {wanted:,}: the {s.fill_budget:.0f} s budget to insert them ran out)"
+                      if rows < wanted else "") + f" inserted in {filled:.0f} s; claim mean "
                         f"{statistics.mean(empty) * 1e3:.3f} ms empty, "
                         f"{statistics.mean(full) * 1e3:.3f} ms with history; p50 "
                         f"{percentile(empty, 50) * 1e3:.3f} / "
@@ -88,7 +90,7 @@ def prune_under_load(peer: Peer, s: Settings) -> Sample:
     series: (seconds since the prune started, claim ms) for every claim; seconds: how
     long the prune ran (what the plot shades)."""
     needs(peer, "prune_finished", "n/a: no prune")
-    peer.add_history(s.prune_rows)
+    rows = peer.add_history(s.prune_rows, s.fill_budget)
     loop = _ClaimLoop(peer)
     series: List[Tuple[float, float]] = []
     during: List[float] = []
@@ -116,11 +118,12 @@ def prune_under_load(peer: Peer, s: Settings) -> Sample:
             outcome = prune.result()
         completions = list(loop.completions) or [0.0]
         if outcome is None:
-            note = f"prune still running after {s.prune_budget:.0f} s (stopped measuring)"
+            note = (f"prune of {rows:,} rows still running after {s.prune_budget:.0f} s "
+                    "(stopped measuring)")
             ended = time.monotonic()
         else:
-            (rows, api), _, ended = outcome
-            note = f"{api}: {rows:,} rows in {ended - t0:.1f} s"
+            (pruned, api), _, ended = outcome
+            note = f"{api}: {pruned:,} rows in {ended - t0:.1f} s"
             claim_for(time.monotonic() + AFTER, t0)
     if not during:
         raise RuntimeError("no claim ran during the prune")

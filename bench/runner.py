@@ -6,7 +6,7 @@ import contextlib
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from bench import peers, targets
 from bench.peers.base import NotApplicable
@@ -53,19 +53,28 @@ def run_case(peer_cls, target: targets.Target, case: Case, settings: Settings,
     return Summary.of(samples)
 
 
+BUDGET_SPENT = "not run: the run's time budget was spent"
+
+
 def run(settings: Settings, chosen_targets: Sequence[targets.Target], chosen_cases: Sequence[Case],
-        peer_keys: Sequence[str]) -> Results:
+        peer_keys: Sequence[str], budget: Optional[float] = None) -> Results:
+    """Scenario by scenario, each on every database, each subject in turn. With
+    ``budget`` (seconds), cases not started before it is spent are reported as not run,
+    so a run on a slow moment still ends in time with every scenario it reached."""
     results = Results(settings, list(chosen_targets), list(chosen_cases), list(peer_keys))
     workspace = targets.Workspace()
     run_started = time.monotonic()
+    reachable = []
+    for target in chosen_targets:
+        reason = targets.server_reachable(target)
+        if reason is not None:
+            results.target_notes[target.key] = f"skipped, server unreachable: {reason}"
+            log(f"[{target.key}] skipped: {reason}")
+        else:
+            reachable.append(target)
     try:
-        for target in chosen_targets:
-            reason = targets.server_reachable(target)
-            if reason is not None:
-                results.target_notes[target.key] = f"skipped, server unreachable: {reason}"
-                log(f"[{target.key}] skipped: {reason}")
-                continue
-            for case in chosen_cases:
+        for case in chosen_cases:
+            for target in reachable:
                 if case.kinds is not None and target.kind not in case.kinds:
                     continue
                 for key in peer_keys:
@@ -76,6 +85,8 @@ def run(settings: Settings, chosen_targets: Sequence[targets.Target], chosen_cas
                     if outcome == "n/a":
                         continue  # this peer does not exist on this database
                     started = time.monotonic()
+                    if outcome is None and budget is not None and started - run_started > budget:
+                        outcome = BUDGET_SPENT
                     if outcome is None:
                         log(f"[{target.key}] {case.key} {key} ...")
                         outcome = run_case(peer_cls, target, case, settings, workspace)

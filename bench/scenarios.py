@@ -91,10 +91,10 @@ def cases(settings: Settings) -> List[Case]:
              worker.connections, rate=False, unit="connections", one_round=True),
         Case("pickup", "pickup", f"pickup latency, idle default worker (up to "
              f"{s.pickup_jobs} jobs)", pickup, rate=False, one_round=True),
-        Case("history", "history", "claim with history retained vs empty (claim only)",
-             history.claim_history, rate=False, unit="x empty", one_round=True),
         Case("prune", "prune", f"claims while prune removes {s.prune_rows:,} finished rows",
              history.prune_under_load, rate=False, unit="ms p99", one_round=True),
+        Case("history", "history", "claim with history retained vs empty (claim only)",
+             history.claim_history, rate=False, unit="x empty", one_round=True),
         # The first round's tuned scenarios, selectable with --scenarios.
         Case("bulk", "bulk", "bulk enqueue, one call", bulk),
     ]

@@ -1,16 +1,16 @@
-"""A row source 1..n in each database's own SQL, to insert history in one statement."""
+"""A row source first..n in each database's own SQL, to insert history in bulk."""
 from __future__ import annotations
 
 
-def series(kind: str, n: int) -> str:
-    """A FROM clause producing one integer column ``n`` with the values 1..n."""
-    n = int(n)
+def series(kind: str, n: int, first: int = 1) -> str:
+    """A FROM clause producing one integer column ``n`` with the values first..n."""
+    n, first = int(n), int(first)
     if kind == "postgres":
-        return f"generate_series(1, {n}) AS s(n)"
+        return f"generate_series({first}, {n}) AS s(n)"
     if kind == "mysql":
-        # MariaDB's SEQUENCE engine: a virtual table seq_1_to_N with column seq.
-        return f"(SELECT seq AS n FROM seq_1_to_{n}) AS s"
-    return (f"(WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c "
+        # MariaDB's SEQUENCE engine: a virtual table seq_A_to_B with column seq.
+        return f"(SELECT seq AS n FROM seq_{first}_to_{n}) AS s"
+    return (f"(WITH RECURSIVE c(n) AS (SELECT {first} UNION ALL SELECT n + 1 FROM c "
             f"WHERE n < {n}) SELECT n FROM c) AS s")
 
 

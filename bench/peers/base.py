@@ -81,7 +81,9 @@ class Peer:
         raise NotApplicable("no worker")
 
     # -- history (scenario 5) --------------------------------------------------------
-    def add_history(self, n: int) -> None:
+    def add_history(self, n: int, budget: Optional[float] = None) -> int:
+        """Insert n finished jobs in bulk (untimed); stop starting new chunks once
+        ``budget`` seconds are spent. Returns the rows inserted."""
         raise NotApplicable(self.claim_reason)
 
     def claim_one(self) -> None:

@@ -8,7 +8,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 from bench import probe, series
 from bench.peers.base import QUEUE, NotApplicable, Peer, stamped
@@ -115,23 +115,33 @@ class CaravelPeer(Peer):
         if lease is None or not self.queue.complete(lease):
             raise RuntimeError("caravel_lite: nothing claimed from a non-empty queue")
 
-    def add_history(self, n: int) -> None:
-        """n COMPLETED rows in the benchmark's own queue, in one raw INSERT ... SELECT."""
+    HISTORY_CHUNK = 1_000_000  # rows per INSERT ... SELECT
+
+    def add_history(self, n: int, budget: Optional[float] = None) -> int:
+        """n COMPLETED rows in the benchmark's own queue, by raw INSERT ... SELECT of a
+        million rows at a time, then the tables analysed. With ``budget`` (seconds) no
+        new chunk starts once it is spent; returns the rows inserted."""
         kind = self.target.kind
         ident = series.concat(kind, "'history-'", series.padded(kind, "n"))
-        self.db.execute_sql(
-            "INSERT INTO caravel_jobs (id, queue, tenant_id, wire_name, payload, priority, "
-            "available_at, max_attempts, state, enqueued_at, attempts, renewals, "
-            "replay_count, updated_at, finished_at, claimed_at) "
-            f"SELECT {ident}, '{QUEUE}', '{TENANT}', '{WIRE}', '{{\"n\":0,\"sent\":0.0}}', 2, "
-            "1000 + n, 3, 'completed', 1000 + n, 1, 0, 0, 1000 + n, 1000 + n, 1000 + n "
-            f"FROM {series.series(kind, n)}")
+        started = time.monotonic()
+        done = 0
+        while done < n and (budget is None or time.monotonic() - started < budget):
+            last = min(n, done + self.HISTORY_CHUNK)
+            self.db.execute_sql(
+                "INSERT INTO caravel_jobs (id, queue, tenant_id, wire_name, payload, "
+                "priority, available_at, max_attempts, state, enqueued_at, attempts, "
+                "renewals, replay_count, updated_at, finished_at, claimed_at) "
+                f"SELECT {ident}, '{QUEUE}', '{TENANT}', '{WIRE}', "
+                "'{\"n\":0,\"sent\":0.0}', 2, 1000 + n, 3, 'completed', 1000 + n, 1, 0, 0, "
+                f"1000 + n, 1000 + n, 1000 + n FROM {series.series(kind, last, done + 1)}")
+            done = last
         if kind == "postgres":
             self.db.execute_sql("ANALYZE caravel_jobs")
         elif kind == "mysql":
             self.db.execute_sql("ANALYZE TABLE caravel_jobs")
         else:
             self.db.execute_sql("ANALYZE")
+        return done
 
     def drain(self) -> int:
         done = 0

@@ -74,7 +74,8 @@ class RawPeer(Peer):
             self.conn.commit()
             done += 1
 
-    def add_history(self, n: int) -> None:
+    def add_history(self, n: int, budget: Optional[float] = None) -> int:
         self.cursor.execute(f"INSERT INTO raw_jobs (state, payload, created) "
                             f"SELECT {DONE}, '{{}}', n FROM {series.series(self.target.kind, n)}")
         self.conn.commit()
+        return n
