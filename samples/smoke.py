@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 from urllib.parse import urlsplit, urlunsplit
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -147,7 +147,7 @@ class Smoke:
         self.work = work
         self.python = python
         self.created: Dict[str, List[str]] = {"postgres": [], "mysql": []}
-        self.running: List[subprocess.Popen] = []
+        self.running: List[subprocess.Popen[bytes]] = []
         self._base_env = {name: value for name, value in os.environ.items()
                           if not name.startswith(("CARAVEL_WORKER_", "CARAVEL_SMOKE_"))
                           and name not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
@@ -161,7 +161,7 @@ class Smoke:
         return env
 
     def sample(self, target: Target, flag: str, extra: Optional[Dict[str, str]] = None,
-               expect: Optional[int] = 0) -> subprocess.CompletedProcess:
+               expect: Optional[int] = 0) -> subprocess.CompletedProcess[str]:
         done = subprocess.run([self.python, "-m", "caravel_lite.sample", flag],
                               cwd=self.work, env=self.env(target, extra), capture_output=True,
                               text=True, timeout=COMMAND_TIMEOUT)
@@ -170,7 +170,7 @@ class Smoke:
                                f"stderr: {done.stderr.strip()[-800:]}")
         return done
 
-    def json(self, target: Target, flag: str, extra: Optional[Dict[str, str]] = None):
+    def json(self, target: Target, flag: str, extra: Optional[Dict[str, str]] = None) -> Any:
         done = self.sample(target, flag, extra)
         lines = done.stdout.strip().splitlines()
         check(len(lines) == 1, f"{flag} printed {len(lines)} lines, expected one JSON line: "
@@ -181,7 +181,7 @@ class Smoke:
             raise SmokeFailure(f"{flag} printed invalid JSON: {lines[0]!r}") from None
 
     def start_worker(self, target: Target, name: str,
-                     extra: Optional[Dict[str, str]] = None) -> subprocess.Popen:
+                     extra: Optional[Dict[str, str]] = None) -> subprocess.Popen[bytes]:
         log = open(os.path.join(self.work, f"{name}.log"), "w")
         process = subprocess.Popen([self.python, "-m", "caravel_lite.sample", "--work"],
                                    cwd=self.work, env=self.env(target, extra),
@@ -191,7 +191,7 @@ class Smoke:
         self.running.append(process)
         return process
 
-    def stop_worker(self, process: subprocess.Popen, signum: int) -> int:
+    def stop_worker(self, process: subprocess.Popen[bytes], signum: int) -> int:
         process.send_signal(signum)
         try:
             code = process.wait(timeout=WAIT_TIMEOUT)
@@ -201,12 +201,13 @@ class Smoke:
         self.running.remove(process)
         return code
 
-    def worker_log(self, process: subprocess.Popen) -> str:
+    def worker_log(self, process: subprocess.Popen[bytes]) -> str:
         with open(process.log_path) as stream:  # type: ignore[attr-defined]
             return stream.read()[-1500:]
 
     def wait_for(self, what: str, condition: Callable[[], object],
-                 process: Optional[subprocess.Popen] = None, timeout: float = WAIT_TIMEOUT):
+                 process: Optional[subprocess.Popen[bytes]] = None,
+                 timeout: float = WAIT_TIMEOUT) -> object:
         """Poll ``condition`` until it holds; fail early if ``process`` dies."""
         deadline = time.monotonic() + timeout
         while True:
@@ -270,7 +271,7 @@ def step(label: str, action: Callable[[], str]) -> None:
     say(f"{label} ... {action()}")
 
 
-def counts(status: dict) -> dict:
+def counts(status: Dict[str, Any]) -> Dict[str, Any]:
     return {key: status[key] for key in ZERO}
 
 
@@ -294,7 +295,7 @@ def recovery(smoke: Smoke, backend: str) -> None:
         check(result == {"pending_migrations": False}, f"--check-model said {result}")
         return json.dumps(result)
 
-    def status_is(expected: dict) -> Callable[[], str]:
+    def status_is(expected: Dict[str, int]) -> Callable[[], str]:
         def run() -> str:
             found = counts(smoke.json(t, "--queue-status"))
             check(found == expected, f"queue status {found}, expected {expected}")
@@ -456,6 +457,7 @@ def seeded_status(smoke: Smoke, backend: str) -> None:
     marker = "smoke-secret-" + secrets.token_hex(4)
 
     def fingerprint() -> Dict[str, str]:
+        assert t.directory is not None  # only for SQLite files
         path = os.path.join(t.directory, "queue.db")
         with open(path, "rb") as stream:
             return {"sha256": hashlib.sha256(stream.read()).hexdigest()}
@@ -476,6 +478,7 @@ def seeded_status(smoke: Smoke, backend: str) -> None:
         check(fingerprint() == before, "--queue-status changed queue.db")
         check(not os.path.exists(os.path.join(t.directory, "results.db")),
               "--queue-status created results.db")
+        assert listing is not None  # read above, for the same directory
         extra = sorted(set(os.listdir(t.directory)) - set(listing))
         # A read-only SQLite reader of a WAL database may create the -wal/-shm side
         # files (SQLite's shared-memory index); it must write nothing into the log.
@@ -498,7 +501,7 @@ def console_script(smoke: Smoke, backend: str) -> None:
     script = os.path.join(os.path.dirname(smoke.python), "caravel-lite")
     env = smoke.env(t, {"CARAVEL_DATABASE_URL": smoke.target_url(t)})
 
-    def cli(*args: str) -> subprocess.CompletedProcess:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([script, *args], cwd=smoke.work, env=env, capture_output=True,
                               text=True, timeout=COMMAND_TIMEOUT)
 

@@ -11,7 +11,7 @@ import os
 import tempfile
 import time
 from datetime import timedelta
-from typing import Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, TypeVar
 from urllib.parse import quote
 
 import peewee
@@ -32,6 +32,8 @@ RESULTS_TABLE = "sample_results"
 # Distinct from the queue's own history table, so queue and results may share a database.
 RESULTS_HISTORY_TABLE = "caravel_sample_migrations"
 
+T = TypeVar("T")
+
 
 class SampleRejected(ValueError):
     """The handler refuses a job outside the sample's tenant, queue or quantities; the
@@ -50,7 +52,7 @@ class NotMigrated(RuntimeError):
                          f"run `python -m caravel_lite.sample --migrate` first")
 
 
-def results_model(db: peewee.Database) -> type:
+def results_model(db: peewee.Database) -> Any:  # a model class bound to db
     """The runtime model of the results table created by migrations/sample."""
 
     class Result(peewee.Model):
@@ -109,6 +111,7 @@ class SampleApp:
             self.results_db = open_database("sqlite:///results.db",
                                             database=config.results_path)
         else:
+            assert config.queue_url is not None and config.results_url is not None
             self.queue_db = open_database(config.queue_url)
             self.results_db = open_database(config.results_url)
         self.Result = results_model(self.results_db)
@@ -205,6 +208,7 @@ class SampleApp:
     def _hold_until_cancelled(self, ctx: JobContext) -> None:
         """Smoke-test hook: announce that the result is saved, then wait for shutdown."""
         job_id = str(ctx.job_id)
+        assert self.config.sigterm_ready is not None  # the caller checked
         write_atomically(self.config.sigterm_ready, job_id)
         # Short waits keep the main thread responsive to signals.
         while not ctx.cancelled.wait(0.1):
@@ -251,6 +255,7 @@ def read_only_counts(config: SampleConfig) -> QueueCounts:
         db = open_database("sqlite:///queue.db", database="file:" + quote(path) + "?mode=ro",
                            uri=True, pragmas={"busy_timeout": 5000, "query_only": 1})
     else:
+        assert config.queue_url is not None  # no directory: a server URL (config.py)
         db = open_database(config.queue_url)
     with connected(db):
         pending = migrator.pending_migrations(db)
@@ -266,8 +271,9 @@ def read_only_counts(config: SampleConfig) -> QueueCounts:
             db.execute_sql("ROLLBACK")
 
 
-def wait_until(condition, timeout: float, interval: float = 0.1):
-    """Poll ``condition`` until it returns something truthy; None after ``timeout``."""
+def wait_until(condition: Callable[[], T], timeout: float, interval: float = 0.1) -> T:
+    """Poll ``condition`` until it returns something truthy; after ``timeout``, its last
+    (falsy) value."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
