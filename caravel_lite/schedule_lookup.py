@@ -7,6 +7,7 @@ bounded: a schedule silent for longer than ``horizon`` slots reports no last slo
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Optional
 
@@ -31,9 +32,13 @@ def last_enqueued(db: peewee.Database, schedule: Schedule, now_us: int,
                   horizon: int = HORIZON) -> Optional[LastSlot]:
     """The newest of the schedule's last ``horizon`` slots (up to now) that holds a job
     in the queue, whatever the job's state; None if none does."""
-    slots = schedule.timing.before(schedule.name, now_us, horizon)
-    for start in range(0, len(slots), BATCH):
-        part = slots[start:start + BATCH]
+    # Walked lazily, a batch at a time: a schedule that ran lately is found in the first
+    # batch, without computing the rest of its horizon (cron occurrences cost the most).
+    slots = schedule.timing.backwards(schedule.name, now_us)
+    for start in range(0, horizon, BATCH):
+        part = list(itertools.islice(slots, min(BATCH, horizon - start)))
+        if not part:
+            break
         digests = {dedup_digest(schedule.queue_name, schedule.tenant_id, slot.key): slot
                    for slot in part}
         marks = ", ".join([db.param] * len(digests))

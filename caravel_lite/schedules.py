@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from datetime import timezone as dt_timezone
-from typing import List, Optional, Tuple, Union
+from typing import Iterator, List, Optional, Tuple, Union
 
 from caravel_lite import codec
 from caravel_lite.clock import duration_micros, from_ms
@@ -72,10 +72,10 @@ class Interval:
         last = self.number(high_us)
         return [self.slot(name, n) for n in range(max(first, last - limit + 1), last + 1)]
 
-    def before(self, name: str, now_us: int, count: int) -> List[Slot]:
-        """The ``count`` slots up to the current one, newest first."""
+    def backwards(self, name: str, now_us: int) -> Iterator[Slot]:
+        """The slots up to the current one, newest first."""
         current = self.number(now_us)
-        return [self.slot(name, current - i) for i in range(count)]
+        return (self.slot(name, number) for number in range(current, current - (1 << 62), -1))
 
     @property
     def timezone(self) -> str:
@@ -111,13 +111,9 @@ class Cron:
     def between(self, name: str, low_us: int, high_us: int, limit: int) -> List[Slot]:
         return [self.slot(name, at // 1000) for at in self.rule.between(low_us, high_us, limit)]
 
-    def before(self, name: str, now_us: int, count: int) -> List[Slot]:
-        found: List[Slot] = []
-        for at in self.rule.at_or_before(now_us):
-            if len(found) >= count:
-                break
-            found.append(self.slot(name, at // 1000))
-        return found
+    def backwards(self, name: str, now_us: int) -> Iterator[Slot]:
+        """The occurrences at or before now, newest first."""
+        return (self.slot(name, at // 1000) for at in self.rule.at_or_before(now_us))
 
     @property
     def timezone(self) -> str:
