@@ -1,0 +1,50 @@
+"""The caravel_lite web dashboard (the optional extra ``web``: Jinja2 and a2wsgi).
+
+``wsgi_app(...)`` for Flask, Django or any WSGI server, ``asgi_app(...)`` for FastAPI,
+Starlette or any ASGI server, ``caravel-lite dashboard`` from the command line. The
+pages read and act only through :class:`caravel_lite.QueueAdmin`, which sees every
+tenant: keep the dashboard on loopback or behind authentication.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Callable, Optional
+
+from caravel_lite.web.app import Dashboard, DashboardSettings
+from caravel_lite.web.auth import (Authenticator, PasswordAuth, TokenAuth,
+                                   auth_from_environ)
+
+__all__ = ["wsgi_app", "asgi_app", "Dashboard", "DashboardSettings", "Authenticator",
+           "TokenAuth", "PasswordAuth", "auth_from_environ"]
+
+
+def _admin(admin_or_db: Any) -> Any:
+    import peewee
+
+    if isinstance(admin_or_db, peewee.Database):
+        from caravel_lite import QueueAdmin
+        return QueueAdmin(admin_or_db)
+    return admin_or_db
+
+
+def wsgi_app(admin_or_db: Any, *, read_only: bool = False, show_payloads: bool = False,
+             auth: Optional[Authenticator] = None, scheduler: Any = None,
+             clock: Optional[Callable[[], datetime]] = None,
+             csrf_secret: Optional[bytes] = None, refresh_seconds: int = 5) -> Dashboard:
+    """The dashboard as a WSGI application, over a ``QueueAdmin`` (or a Peewee
+    database, for which one is made). Actions (replay, discard, delete) need ``auth``
+    and not ``read_only``; payloads are shown only with ``show_payloads``. Mount it
+    under any prefix: its links follow SCRIPT_NAME."""
+    settings = DashboardSettings(read_only=read_only, show_payloads=show_payloads,
+                                 auth=auth, refresh_seconds=refresh_seconds,
+                                 csrf_secret=csrf_secret)
+    return Dashboard(_admin(admin_or_db), settings, clock=clock, scheduler=scheduler)
+
+
+def asgi_app(admin_or_db: Any, **options: Any) -> Any:
+    """The same dashboard as an ASGI application (``wsgi_app`` behind a2wsgi's
+    adapter, which runs each request in a thread: the queue's calls are blocking).
+    Mount it under any prefix: its links follow the ASGI root_path."""
+    from a2wsgi import WSGIMiddleware
+
+    return WSGIMiddleware(wsgi_app(admin_or_db, **options))  # type: ignore[arg-type]

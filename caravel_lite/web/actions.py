@@ -1,0 +1,93 @@
+"""The dashboard's actions (POST): replay, discard and delete, for the jobs named in
+the form or for every job that matches a filter.
+
+Each action takes two POSTs: the first answers with a confirmation page that says how
+many jobs it will touch, the second (``confirmed=1``) acts and redirects (303) back
+with the number it actually touched. The authentication gate, the read-only switch and
+the CSRF check run before any of this (app.py).
+"""
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Dict, Iterator, List
+from urllib.parse import urlencode
+
+from caravel_lite.errors import InvalidField
+from caravel_lite.values import JobState
+from caravel_lite.web.filters import JobFilter
+from caravel_lite.web.http import Response
+
+# Bulk actions touch one kind of job each: replay and delete dead letters, discard
+# pending jobs. (A filter can never widen "delete" to live jobs.)
+BULK_STATE = {"replay": JobState.DEAD_LETTER, "delete": JobState.DEAD_LETTER,
+              "discard": JobState.PENDING}
+VERBS = {"replay": "Replay", "discard": "Discard", "delete": "Delete"}
+BATCH = 500
+MAX_IDS = 1000
+_NEXT = re.compile(r"/(jobs(/[0-9a-f-]{36})?|dead-letters)?(\?[^#\s]*)?")
+
+
+def _job_ids(page) -> List[uuid.UUID]:
+    ids = [value for key, value in page.request.form.items() if key == "job_id"]
+    if len(ids) > MAX_IDS:
+        raise InvalidField("job_id", f"at most {MAX_IDS} jobs per request")
+    try:
+        return [uuid.UUID(value) for value in ids]
+    except ValueError:
+        raise InvalidField("job_id", "must be job ids (UUIDs)") from None
+
+
+def _next(page) -> str:
+    target = page.request.form.get("next", "/")
+    return target if _NEXT.fullmatch(target) else "/"
+
+
+def _matching(page, kwargs: Dict[str, object]) -> Iterator[uuid.UUID]:
+    """Ids of every job matching the filter, page by page (keyset pagination, so
+    deleting as we go neither skips nor repeats a job)."""
+    after = None
+    while True:
+        result = page.admin.jobs(limit=BATCH, after=after, **kwargs)
+        for summary in result.jobs:
+            yield summary.job_id
+        after = result.next_after
+        if after is None:
+            return
+
+
+def _one(page, action: str, job_id: uuid.UUID) -> bool:
+    return bool(getattr(page.admin, action)(job_id))
+
+
+def act(page, match) -> Response:
+    action = match.group("action")
+    form = page.request.form
+    confirmed = form.get("confirmed") == "1"
+    ids = _job_ids(page)
+    by_filter = form.get("scope") == "filter"
+    if not ids and not by_filter:
+        raise InvalidField("job_id", "name at least one job, or act on a filter")
+    job_filter = JobFilter.from_params(form).with_state(BULK_STATE[action]) if by_filter else None
+    kwargs = job_filter.admin_kwargs(page.now()) if job_filter is not None else {}
+
+    if not confirmed:
+        if job_filter is None:
+            count = len(ids)
+        elif action == "replay":
+            count = page.admin.replay_many(dry_run=True, **kwargs)
+        else:
+            count = sum(1 for _ in _matching(page, kwargs))
+        return page.render("confirm.html", nav="", action=action, verb=VERBS[action],
+                           count=count, ids=ids, filter=job_filter, next=_next(page))
+
+    if job_filter is None:
+        done = sum(_one(page, action, job_id) for job_id in ids)
+    elif action == "replay":
+        done = page.admin.replay_many(**kwargs)
+    else:
+        done = sum(_one(page, action, job_id) for job_id in list(_matching(page, kwargs)))
+    target = _next(page)
+    separator = "&" if "?" in target else "?"
+    return Response.redirect(page.request.script_name + target + separator
+                             + urlencode({"done": action, "count": done}))

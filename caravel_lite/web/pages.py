@@ -1,0 +1,95 @@
+"""The dashboard's pages (GET): overview, jobs, one job, dead letters, schedules.
+Every figure comes from the ``QueueAdmin`` (or ``QueueScheduler``) object."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Optional, Tuple
+
+from caravel_lite.errors import InvalidField
+from caravel_lite.values import JobState
+from caravel_lite.web import charts
+from caravel_lite.web.filters import JobFilter
+from caravel_lite.web.http import HttpError, Response
+
+DAY = timedelta(days=1)
+HOUR_BUCKETS = 60                  # one-minute bars over the last hour
+DAY_BUCKET = timedelta(minutes=30)  # half-hour bars over the last day
+DAY_BUCKETS = 48
+NOTICES = {"replay": "Replayed {count} job{s}.", "discard": "Discarded {count} job{s}.",
+           "delete": "Deleted {count} job{s}."}
+
+
+def notice(page) -> Optional[str]:
+    """The result of an action, named in the redirect's query (numbers only, so no
+    text chosen by another site can be shown as ours)."""
+    done = page.request.query.get("done")
+    count = page.request.query.get("count")
+    if done not in NOTICES or not count.isdigit():
+        return None
+    return NOTICES[done].format(count=int(count), s="" if int(count) == 1 else "s")
+
+
+def overview(page, match) -> Response:
+    queue_name = page.request.query.optional("queue")
+    now = page.now()
+    stats = page.admin.stats(queue=queue_name, since=now - DAY)
+    per_minute = [(point.minute, point.completed, point.failed) for point in stats.per_minute]
+    hour = charts.rebucket(per_minute, now, timedelta(minutes=1), HOUR_BUCKETS)
+    day = charts.rebucket(per_minute, now, DAY_BUCKET, DAY_BUCKETS)
+    return page.render(
+        "overview.html", nav="overview", stats=stats, queue_name=queue_name, now=now,
+        hour=hour, day=day, notice=notice(page),
+        hour_chart=charts.bar_chart(hour, "Completed and failed per minute, last hour", 10),
+        day_chart=charts.bar_chart(day, "Completed and failed per half hour, last day", 8))
+
+
+@dataclass(frozen=True)
+class _NoResult:
+    jobs: Tuple[()] = ()
+    next_after: None = None
+
+
+def _listing(page, job_filter: JobFilter, template: str, nav: str) -> Response:
+    now = page.now()
+    after = page.request.query.optional("after")
+    try:
+        kwargs = job_filter.admin_kwargs(now)
+        result = page.admin.jobs(limit=page.settings.page_size, after=after, **kwargs)
+    except InvalidField as exc:
+        # The filter form again, with the reason, so the field can be corrected.
+        return page.render(template, status=400, nav=nav, filter=job_filter,
+                           result=_NoResult(), after=None, states=list(JobState),
+                           error=str(exc), now=now)
+    return page.render(template, nav=nav, filter=job_filter, result=result, after=after,
+                       states=list(JobState), notice=notice(page), now=now)
+
+
+def jobs(page, match) -> Response:
+    return _listing(page, JobFilter.from_params(page.request.query), "jobs.html", "jobs")
+
+
+def dead_letters(page, match) -> Response:
+    job_filter = JobFilter.from_params(page.request.query).with_state(JobState.DEAD_LETTER)
+    return _listing(page, job_filter, "dead_letters.html", "dead_letters")
+
+
+def job(page, match) -> Response:
+    try:
+        job_id = uuid.UUID(match.group("job_id"))
+    except ValueError:
+        raise HttpError(404, "not found") from None
+    show = page.settings.show_payloads
+    detail = page.admin.job(job_id, include_payload=show)
+    if detail is None:
+        raise HttpError(404, "no such job")
+    return page.render("job.html", nav="jobs", job=detail, show_payloads=show,
+                       notice=notice(page))
+
+
+def schedules(page, match) -> Response:
+    if page.scheduler is None:
+        raise HttpError(404, "no scheduler configured for this dashboard")
+    return page.render("schedules.html", nav="schedules",
+                       schedules=page.scheduler.schedules(), now=page.now())
