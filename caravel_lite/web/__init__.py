@@ -30,14 +30,15 @@ def _admin(admin_or_db: Any) -> Any:
 def wsgi_app(admin_or_db: Any, *, read_only: bool = False, show_payloads: bool = False,
              auth: Optional[Authenticator] = None, scheduler: Any = None,
              clock: Optional[Callable[[], datetime]] = None,
-             csrf_secret: Optional[bytes] = None, refresh_seconds: int = 5) -> Dashboard:
+             csrf_secret: Optional[bytes] = None, refresh_seconds: int = 5,
+             page_size: int = 50) -> Dashboard:
     """The dashboard as a WSGI application, over a ``QueueAdmin`` (or a Peewee
     database, for which one is made). Actions (replay, discard, delete) need ``auth``
     and not ``read_only``; payloads are shown only with ``show_payloads``. Mount it
     under any prefix: its links follow SCRIPT_NAME."""
     settings = DashboardSettings(read_only=read_only, show_payloads=show_payloads,
                                  auth=auth, refresh_seconds=refresh_seconds,
-                                 csrf_secret=csrf_secret)
+                                 page_size=page_size, csrf_secret=csrf_secret)
     return Dashboard(_admin(admin_or_db), settings, clock=clock, scheduler=scheduler)
 
 

@@ -51,7 +51,7 @@ def _matching(page, kwargs: Dict[str, object]) -> Iterator[uuid.UUID]:
         result = page.admin.jobs(limit=BATCH, after=after, **kwargs)
         for summary in result.jobs:
             yield summary.job_id
-        after = result.next_after
+        after = result.next_cursor
         if after is None:
             return
 
@@ -69,7 +69,7 @@ def act(page, match) -> Response:
     if not ids and not by_filter:
         raise InvalidField("job_id", "name at least one job, or act on a filter")
     job_filter = JobFilter.from_params(form).with_state(BULK_STATE[action]) if by_filter else None
-    kwargs = job_filter.admin_kwargs(page.now()) if job_filter is not None else {}
+    kwargs = job_filter.admin_kwargs() if job_filter is not None else {}
 
     if not confirmed:
         if job_filter is None:

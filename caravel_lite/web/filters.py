@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta, timezone
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 from caravel_lite.errors import InvalidField
 from caravel_lite.values import Failure, JobState
@@ -23,11 +23,12 @@ _NAMES = {"queue_name": "queue", "state": "state", "tenant_id": "tenant",
           "wire_name": "type", "failure": "failure", "since": "since", "until": "until"}
 
 
-def parse_instant(field: str, text: str, now: datetime) -> datetime:
-    """A duration before ``now`` or an ISO 8601 instant, as an aware datetime."""
+def parse_instant(field: str, text: str) -> Union[timedelta, datetime]:
+    """A duration (that long before now, as ``QueueAdmin`` reads a timedelta) or an
+    ISO 8601 instant, as an aware datetime."""
     match = _DURATION.match(text.strip().lower())
     if match:
-        return now - timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+        return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
     try:
         instant = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
@@ -55,7 +56,7 @@ class JobFilter:
     def with_state(self, state: JobState) -> "JobFilter":
         return replace(self, state=state.value)
 
-    def admin_kwargs(self, now: datetime) -> Dict[str, object]:
+    def admin_kwargs(self) -> Dict[str, object]:
         """Keyword arguments for ``QueueAdmin.jobs``/``replay_many``; a bad value raises
         :class:`InvalidField` naming the query field."""
         kwargs: Dict[str, object] = {}
@@ -78,9 +79,9 @@ class JobFilter:
                 raise InvalidField("failure", "must be one of "
                                    + ", ".join(f.value for f in Failure)) from None
         if self.since is not None:
-            kwargs["since"] = parse_instant("since", self.since, now)
+            kwargs["since"] = parse_instant("since", self.since)
         if self.until is not None:
-            kwargs["until"] = parse_instant("until", self.until, now)
+            kwargs["until"] = parse_instant("until", self.until)
         return kwargs
 
     def params(self) -> Dict[str, str]:

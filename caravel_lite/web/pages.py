@@ -33,13 +33,15 @@ def notice(page) -> Optional[str]:
 
 def overview(page, match) -> Response:
     queue_name = page.request.query.optional("queue")
-    now = page.now()
-    stats = page.admin.stats(queue=queue_name, since=now - DAY)
+    stats = page.admin.stats(queue=queue_name, since=DAY)
+    now = stats.observed_at
     per_minute = [(point.minute, point.completed, point.failed) for point in stats.per_minute]
     hour = charts.rebucket(per_minute, now, timedelta(minutes=1), HOUR_BUCKETS)
     day = charts.rebucket(per_minute, now, DAY_BUCKET, DAY_BUCKETS)
+    ages = [row.oldest_ready_age for row in stats.queues if row.oldest_ready_age is not None]
     return page.render(
         "overview.html", nav="overview", stats=stats, queue_name=queue_name, now=now,
+        oldest_ready_age=max(ages) if ages else None,
         hour=hour, day=day, notice=notice(page),
         hour_chart=charts.bar_chart(hour, "Completed and failed per minute, last hour", 10),
         day_chart=charts.bar_chart(day, "Completed and failed per half hour, last day", 8))
@@ -48,14 +50,14 @@ def overview(page, match) -> Response:
 @dataclass(frozen=True)
 class _NoResult:
     jobs: Tuple[()] = ()
-    next_after: None = None
+    next_cursor: None = None
 
 
 def _listing(page, job_filter: JobFilter, template: str, nav: str) -> Response:
     now = page.now()
     after = page.request.query.optional("after")
     try:
-        kwargs = job_filter.admin_kwargs(now)
+        kwargs = job_filter.admin_kwargs()
         result = page.admin.jobs(limit=page.settings.page_size, after=after, **kwargs)
     except InvalidField as exc:
         # The filter form again, with the reason, so the field can be corrected.

@@ -1,0 +1,94 @@
+"""A seeded queue for the dashboard tests: jobs in every state, two queues, two
+tenants (one of them an HTML injection attempt), dead letters with a failure history
+made by a real worker."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Dict, List
+
+import peewee
+
+from caravel_lite import (DatabaseQueue, Dispatch, JobRegistry, QueueOptions,
+                          QueueWorker)
+from caravel_lite.testing import ManualClock
+
+EVIL_TENANT = "<script>alert(1)</script>"
+TENANT = "tenant-b"
+START = datetime(2030, 1, 1, 9, 0, tzinfo=timezone.utc)
+
+
+class MailRejected(Exception):
+    """The failure the failing handler raises (its type name lands in the history)."""
+
+
+@dataclass(frozen=True)
+class Mail:
+    n: int
+    fail: bool = False
+    note: str = ""
+
+
+def send_mail(job: Mail, ctx) -> None:
+    # Seeded jobs (n < 1000) that fail, fail every attempt; history jobs only the first.
+    if job.fail and (job.n < 1000 or ctx.attempt == 1):
+        raise MailRejected("recipient refused")  # the message is never stored
+
+
+registry = JobRegistry()
+registry.register("mail.send.v1", Mail, send_mail)
+
+
+@dataclass
+class Seeded:
+    clock: ManualClock
+    queue: DatabaseQueue
+    ids: Dict[str, List[uuid.UUID]]  # by role: completed, dead, pending, delayed, leased
+
+    def all_ids(self) -> List[uuid.UUID]:
+        return [job_id for ids in self.ids.values() for job_id in ids]
+
+
+def seed(db: peewee.Database, start: datetime = START, history: int = 0) -> Seeded:
+    """Seed the database; the clock starts at ``start`` and ends about 25 minutes
+    later. ``history`` adds that many jobs run over the hour before ``start`` (one in
+    twelve failing once, then succeeding), for charts worth looking at."""
+    clock = ManualClock(start - timedelta(hours=1) if history else start)
+    queue = DatabaseQueue(db, registry, QueueOptions(max_attempts=3), clock=clock)
+    worker = QueueWorker(queue)
+    ids: Dict[str, List[uuid.UUID]] = {"completed": [], "dead": [], "pending": [],
+                                       "delayed": [], "leased": []}
+    if history:
+        step = timedelta(hours=1) / history
+        for n in range(history):
+            flaky = n % 12 == 5
+            queue_name = ("emails", "reports", "webhooks")[n % 3]
+            queue.enqueue(Mail(1000 + n, fail=flaky), Dispatch(queue=queue_name,
+                                                                tenant_id=f"tenant-{n % 4}"))
+            while worker.run_once(queue_name):
+                pass
+            clock.advance(step)
+        clock.set(start)
+
+    def enqueue(role: str, mail: Mail, queue_name: str, tenant: str, **extra) -> None:
+        result = queue.enqueue(mail, Dispatch(queue=queue_name, tenant_id=tenant, **extra))
+        ids[role].append(result.job_id)
+
+    for n in range(3):
+        enqueue("completed", Mail(n), "emails", TENANT)
+    enqueue("dead", Mail(10, fail=True, note="<b>bold</b>"), "emails", EVIL_TENANT)
+    enqueue("dead", Mail(11, fail=True), "reports", TENANT)
+    # Three attempts each for the failing jobs; retries wait at most a few seconds.
+    for _ in range(12):
+        for queue_name in ("emails", "reports", "webhooks"):
+            while worker.run_once(queue_name):
+                pass
+        clock.advance(timedelta(minutes=2))
+    for n in range(20, 24):
+        enqueue("pending", Mail(n), "reports", TENANT if n % 2 else EVIL_TENANT)
+    enqueue("delayed", Mail(30), "emails", TENANT, not_before=START + timedelta(days=2))
+    enqueue("leased", Mail(40), "leases", TENANT)
+    assert queue.claim("leases") is not None
+    clock.advance(timedelta(seconds=5))
+    return Seeded(clock, queue, ids)
