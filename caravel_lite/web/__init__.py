@@ -13,9 +13,10 @@ from typing import Any, Callable, Optional
 from caravel_lite.web.app import Dashboard, DashboardSettings
 from caravel_lite.web.auth import (Authenticator, PasswordAuth, TokenAuth,
                                    auth_from_environ)
+from caravel_lite.web.mount import mount
 
 __all__ = ["wsgi_app", "asgi_app", "Dashboard", "DashboardSettings", "Authenticator",
-           "TokenAuth", "PasswordAuth", "auth_from_environ"]
+           "TokenAuth", "PasswordAuth", "auth_from_environ", "mount"]
 
 
 def _admin(admin_or_db: Any) -> Any:

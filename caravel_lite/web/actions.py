@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import uuid
 from typing import Dict, Iterator, List
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from caravel_lite.errors import InvalidField
 from caravel_lite.values import JobState
@@ -39,8 +39,15 @@ def _job_ids(page) -> List[uuid.UUID]:
 
 
 def _next(page) -> str:
+    """Where to go back to: one of the dashboard's own pages (never another site),
+    without the notice of an earlier action."""
     target = page.request.form.get("next", "/")
-    return target if _NEXT.fullmatch(target) else "/"
+    if not _NEXT.fullmatch(target):
+        return "/"
+    path, _, query = target.partition("?")
+    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True)
+            if k not in ("done", "count")]
+    return path + ("?" + urlencode(kept) if kept else "")
 
 
 def _matching(page, kwargs: Dict[str, object]) -> Iterator[uuid.UUID]:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, List, Optional, Pattern, Tuple
 
 from caravel_lite.clock import system_clock
 from caravel_lite.errors import InvalidField
+from caravel_lite.validation import check_int
 from caravel_lite.web import actions, pages
 from caravel_lite.web.auth import REALM, Authenticator
 from caravel_lite.web.csrf import CsrfGuard
@@ -23,6 +24,7 @@ from caravel_lite.web.render import make_environment, render
 
 log = logging.getLogger("caravel_lite.web")
 
+MAX_PAGE_SIZE = 500
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                 ".svg": "image/svg+xml", ".png": "image/png", ".ico": "image/x-icon"}
 
@@ -43,6 +45,13 @@ class DashboardSettings:
     refresh_seconds: int = 5
     page_size: int = 50
     csrf_secret: Optional[bytes] = None
+
+    def __post_init__(self) -> None:
+        check_int("refresh_seconds", self.refresh_seconds, 1, 3600)
+        check_int("page_size", self.page_size, 1, MAX_PAGE_SIZE)
+        if self.csrf_secret is not None and (not isinstance(self.csrf_secret, bytes)
+                                             or len(self.csrf_secret) < 16):
+            raise InvalidField("csrf_secret", "must be at least 16 bytes")
 
     @property
     def actions_enabled(self) -> bool:

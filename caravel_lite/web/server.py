@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import socket
 import socketserver
+from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from caravel_lite.web.auth import Bind
@@ -36,9 +37,9 @@ class _QuietHandler(WSGIRequestHandler):
         log.info("%s", format % args)
 
 
-def make_dashboard_server(app: object, bind: Bind) -> WSGIServer:
+def make_dashboard_server(app: Any, bind: Bind) -> WSGIServer:
     """A server bound to ``bind`` (port 0 picks a free one: read ``server_port``).
     Call ``serve_forever()`` and, from another thread, ``shutdown()``."""
     server_class = _ThreadingServer6 if ":" in bind.host else _ThreadingServer
-    return make_server(bind.host, bind.port, app,  # type: ignore[arg-type]
-                       server_class=server_class, handler_class=_QuietHandler)
+    return make_server(bind.host, bind.port, app, server_class=server_class,
+                       handler_class=_QuietHandler)

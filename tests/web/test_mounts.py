@@ -10,7 +10,7 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 from werkzeug.test import Client
 
 from caravel_lite.values import JobState
-from caravel_lite.web import TokenAuth, asgi_app, wsgi_app
+from caravel_lite.web import TokenAuth, asgi_app, mount, wsgi_app
 from tests.web.conftest import AUTH, TOKEN
 from tests.web.html import parse
 
@@ -51,3 +51,20 @@ def test_starlette_mount_serves_pages_and_actions(admin, seeded):
                            follow_redirects=False)
         assert done.status_code == 303 and done.headers["location"].startswith("/ops/jobs/")
     assert JobState(admin.job(job_id).state) is JobState.PENDING
+
+
+def test_mount_helper_under_a_plain_wsgi_app(admin, seeded):
+    """What Django's wsgi.py does: the project's WSGI application outside, the
+    dashboard under a prefix."""
+    def project(environ, start_response):
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"project:" + environ["PATH_INFO"].encode()]
+
+    client = Client(mount(project, "/ops/queue",
+                          wsgi_app(admin, clock=seeded.clock, auth=TokenAuth(TOKEN))))
+    assert client.get("/ops/queueish").text == "project:/ops/queueish"
+    response = client.get("/ops/queue", headers=AUTH)
+    assert response.status_code == 200
+    assert b'href="/ops/queue/jobs"' in response.data
+    job_id = seeded.ids["dead"][0]
+    assert client.get(f"/ops/queue/jobs/{job_id}", headers=AUTH).status_code == 200
