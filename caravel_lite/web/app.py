@@ -18,6 +18,7 @@ from caravel_lite.validation import check_int
 from caravel_lite.web import actions, pages
 from caravel_lite.web.auth import REALM, Authenticator
 from caravel_lite.web.csrf import CsrfGuard
+from caravel_lite.web.history import DayHistory
 from caravel_lite.web.http import (HttpError, Request, Response, StartResponse,
                                    WSGIEnviron)
 from caravel_lite.web.render import make_environment, render
@@ -102,6 +103,7 @@ class Dashboard:
         self.settings = settings
         self.clock = clock or getattr(admin, "clock", None) or system_clock
         self.csrf = CsrfGuard(settings.csrf_secret)
+        self.history = DayHistory()
         self.templates = make_environment(self.clock)
         uuid_part = r"(?P<job_id>[0-9a-fA-F-]{32,36})"
         self.routes: List[Tuple[str, Pattern[str], Handler]] = [

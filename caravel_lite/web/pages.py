@@ -11,9 +11,10 @@ from caravel_lite.errors import InvalidField
 from caravel_lite.values import JobState
 from caravel_lite.web import charts
 from caravel_lite.web.filters import JobFilter
+from caravel_lite.web.history import floor_minute
 from caravel_lite.web.http import HttpError, Response
 
-DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
 HOUR_BUCKETS = 60                  # one-minute bars over the last hour
 DAY_BUCKET = timedelta(minutes=30)  # half-hour bars over the last day
 DAY_BUCKETS = 48
@@ -33,9 +34,12 @@ def notice(page) -> Optional[str]:
 
 def overview(page, match) -> Response:
     queue_name = page.request.query.optional("queue")
-    stats = page.admin.stats(queue=queue_name, since=DAY)
+    # The figures and the hour chart cover the last hour (from a whole minute); the day
+    # chart adds the earlier minutes it has already read (history.py).
+    stats = page.admin.stats(queue=queue_name, since=floor_minute(page.now() - HOUR))
     now = stats.observed_at
-    per_minute = [(point.minute, point.completed, point.failed) for point in stats.per_minute]
+    per_minute = page.app.history.points(
+        queue_name, now, stats, lambda start: page.admin.stats(queue=queue_name, since=start))
     hour = charts.rebucket(per_minute, now, timedelta(minutes=1), HOUR_BUCKETS)
     day = charts.rebucket(per_minute, now, DAY_BUCKET, DAY_BUCKETS)
     ages = [row.oldest_ready_age for row in stats.queues if row.oldest_ready_age is not None]

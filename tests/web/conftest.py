@@ -7,6 +7,7 @@ from typing import Callable, Dict, Optional
 
 import pytest
 
+from werkzeug.datastructures import MultiDict
 from werkzeug.test import Client, TestResponse
 
 from caravel_lite.web import TokenAuth, wsgi_app
@@ -41,7 +42,8 @@ class Browser:
     def submit(self, form: Element, extra=()) -> TestResponse:
         """Submit ``form`` as the browser would (its fields plus ``extra``)."""
         assert form.attrs["method"] == "post"
-        return self.post(form.attrs["action"], data=list(form.fields()) + list(extra))
+        return self.post(form.attrs["action"],
+                         data=MultiDict(list(form.fields()) + list(extra)))
 
 
 @pytest.fixture

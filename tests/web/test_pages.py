@@ -22,10 +22,11 @@ def queue_row(page: Element, queue_name: str) -> List[str]:
 
 def test_overview_counts_every_queue(browser, seeded):
     page = browser().page("/")
-    # Queue, ready, delayed, leased, expired, dead letters, completed, oldest ready.
-    assert queue_row(page, "emails")[:7] == ["emails", "0", "1", "0", "0", "1", "3"]
-    assert queue_row(page, "reports")[:7] == ["reports", "4", "0", "0", "0", "1", "0"]
-    assert queue_row(page, "leases")[:7] == ["leases", "0", "0", "1", "0", "0", "0"]
+    # Queue, ready, delayed, leased, expired, dead letters, completed and failed
+    # attempts in the last hour, oldest ready.
+    assert queue_row(page, "emails")[:8] == ["emails", "0", "1", "0", "0", "1", "3", "3"]
+    assert queue_row(page, "reports")[:8] == ["reports", "4", "0", "0", "0", "1", "0", "3"]
+    assert queue_row(page, "leases")[:8] == ["leases", "0", "0", "1", "0", "0", "0", "0"]
     figures = page.find("section", class_="figures").text()
     assert "pickup latency p50" in figures and "oldest ready job" in figures
     # The charts are inline SVG with one group per bucket; the totals are text.
@@ -33,7 +34,7 @@ def test_overview_counts_every_queue(browser, seeded):
     assert len(charts) == 2
     assert len(charts[0].find_all("g")) == 60 and len(charts[1].find_all("g")) == 48
     caption = page.find_all("figcaption")[1].text()
-    assert "3 completed" in caption and "2 failed" in caption
+    assert "3 completed" in caption and "6 failed" in caption  # 2 jobs, 3 attempts each
 
 
 def test_overview_refreshes_itself_from_a_partial_page(browser):

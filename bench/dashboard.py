@@ -1,0 +1,141 @@
+"""``python -m bench.dashboard``: the dashboard's server time with a large jobs table.
+
+For each database: a fresh database, migrated, filled with ``--jobs`` rows (default
+1,000,000: a week of history over five queues, as bench.operator_data writes it), then
+each page requested ``--repeat`` times straight through the WSGI app (no network, the
+connection held open as a serving thread holds it). Server time is the WSGI call
+including the body; the overview's share spent in ``QueueAdmin.stats`` is shown too.
+The issue's target: the overview within 200 ms on every database.
+
+    python -m bench.dashboard [--jobs 1000000] [--databases sqlite,postgres,mysql]
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from typing import Callable, Dict, List, Tuple
+
+from caravel_lite import QueueAdmin, migrate, open_database
+from caravel_lite.clock import floor_ms, now_micros, system_clock
+from caravel_lite.dialect import with_database_name
+
+from bench import operator_data
+
+SERVERS = {
+    "postgres": os.environ.get("CARAVEL_BENCH_POSTGRES_URL",
+                               "postgresql://postgres@127.0.0.1:5432/postgres"),
+    "mysql": os.environ.get("CARAVEL_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"),
+}
+PREFIX = "caravel_bench_dash_"
+TARGET_MS = 200.0
+
+
+def _server_sql(backend: str, statement: str) -> None:
+    db = open_database(SERVERS[backend])
+    with db.connection_context():
+        db.execute_sql(statement)
+
+
+def _create(backend: str, workdir: str) -> Tuple[str, Callable[[], None]]:
+    if backend == "sqlite":
+        return f"sqlite:///{os.path.join(workdir, 'dashboard.sqlite')}", lambda: None
+    name = PREFIX + secrets.token_hex(4)
+    suffix = " CHARACTER SET utf8mb4" if backend == "mysql" else ""
+    _server_sql(backend, f"CREATE DATABASE {name}{suffix}")
+    force = " WITH (FORCE)" if backend == "postgres" else ""
+    return (with_database_name(SERVERS[backend], name),
+            lambda: _server_sql(backend, f"DROP DATABASE IF EXISTS {name}{force}"))
+
+
+def _environ(path: str) -> Dict[str, object]:
+    route, _, query = path.partition("?")
+    return {"REQUEST_METHOD": "GET", "PATH_INFO": route, "QUERY_STRING": query,
+            "SCRIPT_NAME": "", "SERVER_NAME": "bench", "SERVER_PORT": "80",
+            "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(b""),
+            "wsgi.errors": sys.stderr}
+
+
+def _time_ms(action: Callable[[], object], repeat: int) -> List[float]:
+    action()  # warm: templates compiled, statements prepared, pages cached
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        action()
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def _request(app, path: str) -> Callable[[], None]:
+    def call() -> None:
+        status: List[str] = []
+        body = b"".join(app(_environ(path), lambda s, h, e=None: status.append(s)))
+        if not status or not status[0].startswith("200") or not body:
+            raise RuntimeError(f"GET {path} answered {status}")
+    return call
+
+
+def measure(backend: str, jobs: int, repeat: int) -> List[Tuple[str, List[float]]]:
+    from caravel_lite.web import wsgi_app
+
+    with tempfile.TemporaryDirectory() as workdir:
+        url, drop = _create(backend, workdir)
+        try:
+            db = open_database(url)
+            db.connect()
+            migrate(db)
+            started = time.perf_counter()
+            written, failures = operator_data.load(db, jobs, floor_ms(now_micros(system_clock)))
+            print(f"[{backend}] loaded {written:,} jobs and {failures:,} failure records in "
+                  f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+            admin = QueueAdmin(db)
+            app = wsgi_app(admin)
+            dead = admin.jobs(state="dead_letter", limit=1).jobs[0].job_id
+            results = [
+                ("overview (GET /)", _time_ms(_request(app, "/"), repeat)),
+                ("  of which QueueAdmin.stats(since=1 day)",
+                 _time_ms(lambda: admin.stats(since=timedelta(days=1)), repeat)),
+                ("jobs (GET /jobs)", _time_ms(_request(app, "/jobs"), repeat)),
+                ("jobs of one tenant and state",
+                 _time_ms(_request(app, "/jobs?tenant=tenant-03&state=completed"), repeat)),
+                ("dead letters of one queue",
+                 _time_ms(_request(app, "/dead-letters?queue=billing"), repeat)),
+                ("one job (GET /jobs/ID)", _time_ms(_request(app, f"/jobs/{dead}"), repeat)),
+            ]
+            db.close()
+            return results
+        finally:
+            drop()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.dashboard", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--databases", default="sqlite,postgres,mysql")
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args(argv)
+    print(f"dashboard server time, {args.jobs:,} jobs, {args.repeat} requests each "
+          f"(ms: median / p95 / max)")
+    missed = False
+    for backend in [name.strip() for name in args.databases.split(",") if name.strip()]:
+        for name, times in measure(backend, args.jobs, args.repeat):
+            ordered = sorted(times)
+            p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+            median = statistics.median(ordered)
+            print(f"{backend:8} {name:42} {median:8.1f} {p95:8.1f} {ordered[-1]:8.1f}",
+                  flush=True)
+            if name.startswith("overview") and p95 > TARGET_MS:
+                missed = True
+    print(f"target: overview p95 within {TARGET_MS:.0f} ms: {'MISSED' if missed else 'met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
