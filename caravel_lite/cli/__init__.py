@@ -33,6 +33,7 @@ COMMANDS: Sequence[str] = (
     "delete",
     "prune",
     "stats",
+    "dashboard",
 )
 
 PROG = "caravel-lite"

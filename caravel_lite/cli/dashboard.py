@@ -1,0 +1,103 @@
+"""``caravel-lite dashboard``: serve the web dashboard (the extra ``web``).
+
+Binds to 127.0.0.1:8080 by default. Any other address is refused unless
+authentication is configured in the environment: CARAVEL_DASHBOARD_TOKEN, or
+CARAVEL_DASHBOARD_USER and CARAVEL_DASHBOARD_PASSWORD (never on the command line,
+where other users can read it). Replay, discard and delete need that authentication
+too, and --read-only removes them. Payloads are shown only with --show-payloads. The
+dashboard shows every tenant's jobs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from caravel_lite.cli import common
+from caravel_lite.errors import InvalidField
+from caravel_lite.migrator import check_schema
+
+DEFAULT_BIND = "127.0.0.1:8080"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    cmd = subparsers.add_parser("dashboard", help="serve the web dashboard",
+                                description=__doc__.replace("``", ""),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_database_argument(cmd)
+    cmd.add_argument("--bind", default=DEFAULT_BIND, metavar="HOST:PORT",
+                     help=f"address to listen on (default {DEFAULT_BIND}; port 0 picks a "
+                          "free one; a non-loopback host needs authentication)")
+    cmd.add_argument("--read-only", action="store_true",
+                     help="show only: no replay, discard or delete")
+    cmd.add_argument("--show-payloads", action="store_true",
+                     help="show job payloads on the job page (hidden otherwise)")
+    common.add_log_level_argument(cmd, default="WARNING")
+    cmd.set_defaults(run=run)
+
+
+def _web() -> Any:
+    try:
+        import caravel_lite.web as web
+        import caravel_lite.web.server as server
+    except ImportError as exc:
+        raise common.CommandFailed(
+            f"the dashboard needs the extra 'web' (pip install 'caravel_lite[web]'): "
+            f"{common.one_line(exc)}") from None
+    return web, server
+
+
+def run(args: argparse.Namespace) -> int:
+    web, server_module = _web()
+    from caravel_lite.web.auth import check_bind, parse_bind
+
+    try:
+        bind = parse_bind(args.bind)
+        auth = web.auth_from_environ(os.environ)
+        check_bind(bind, auth)
+    except InvalidField as exc:
+        raise common.UsageError(str(exc)) from None
+    if auth is not None:
+        common.masker_of(args).add_secret(getattr(auth, "token", None))
+        common.masker_of(args).add_secret(getattr(auth, "password", None))
+    common.configure_logging(args.log_level)
+    db = common.open_argument(args)
+    try:
+        with db.connection_context():
+            check_schema(db)
+    finally:
+        common.close_quietly(db)
+    from caravel_lite import QueueAdmin
+    app = web.wsgi_app(QueueAdmin(db), read_only=args.read_only,
+                       show_payloads=args.show_payloads, auth=auth)
+    try:
+        server = server_module.make_dashboard_server(app, bind)
+    except OSError as exc:
+        raise common.CommandFailed(f"cannot listen on {bind}: {common.one_line(exc)}") from None
+    host = f"[{bind.host}]" if ":" in bind.host else bind.host
+    mode = ("read-only" if args.read_only else
+            "actions enabled" if auth is not None else
+            "view only: set CARAVEL_DASHBOARD_TOKEN to enable actions")
+    print(f"caravel-lite dashboard: serving http://{host}:{server.server_port}/ ({mode}; "
+          f"payloads {'shown' if args.show_payloads else 'hidden'})", flush=True)
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: Any) -> None:
+        # shutdown() waits for serve_forever to return, so it runs in another thread.
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        server.serve_forever(poll_interval=0.5)
+    except KeyboardInterrupt:  # Ctrl+C is how a foreground server is stopped
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.server_close()
+    print("caravel-lite dashboard: stopped", file=sys.stderr, flush=True)
+    return common.OK
