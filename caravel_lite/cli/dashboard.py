@@ -35,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="show only: no replay, discard or delete")
     cmd.add_argument("--show-payloads", action="store_true",
                      help="show job payloads on the job page (hidden otherwise)")
+    cmd.add_argument("--scheduler", metavar="MODULE:ATTR", default=None,
+                     help="a QueueScheduler (or a callable returning one) whose schedules "
+                          "the Schedules page shows")
     common.add_log_level_argument(cmd, default="WARNING")
     cmd.set_defaults(run=run)
 
@@ -48,6 +51,19 @@ def _web() -> Any:
             f"the dashboard needs the extra 'web' (pip install 'caravel_lite[web]'): "
             f"{common.one_line(exc)}") from None
     return web, server
+
+
+def _scheduler(spec: str) -> Any:
+    """The application's scheduler, for its schedules (its own queue and database)."""
+    from caravel_lite import QueueScheduler
+
+    target = common.load_target(spec)
+    if callable(target) and not isinstance(target, (type, QueueScheduler)):
+        target = target()
+    if not isinstance(target, QueueScheduler):
+        raise common.UsageError(f"{spec} is a {type(target).__name__}; expected a "
+                                "caravel_lite.QueueScheduler or a callable returning one")
+    return target
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,8 +87,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         common.close_quietly(db)
     from caravel_lite import QueueAdmin
+    scheduler = _scheduler(args.scheduler) if args.scheduler else None
     app = web.wsgi_app(QueueAdmin(db), read_only=args.read_only,
-                       show_payloads=args.show_payloads, auth=auth)
+                       show_payloads=args.show_payloads, auth=auth, scheduler=scheduler)
     try:
         server = server_module.make_dashboard_server(app, bind)
     except OSError as exc:

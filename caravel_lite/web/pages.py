@@ -97,5 +97,4 @@ def job(page, match) -> Response:
 def schedules(page, match) -> Response:
     if page.scheduler is None:
         raise HttpError(404, "no scheduler configured for this dashboard")
-    return page.render("schedules.html", nav="schedules",
-                       schedules=page.scheduler.schedules(), now=page.now())
+    return page.render("schedules.html", nav="schedules", schedules=page.scheduler.status())
