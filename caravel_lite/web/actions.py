@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Dict, Iterator, List
+from typing import TYPE_CHECKING, Dict, Iterator, List
 from urllib.parse import parse_qsl, urlencode
 
 from caravel_lite.errors import InvalidField
 from caravel_lite.values import JobState
 from caravel_lite.web.filters import JobFilter
 from caravel_lite.web.http import Response
+
+if TYPE_CHECKING:
+    from caravel_lite.web.app import Page
 
 # Bulk actions touch one kind of job each: replay and delete dead letters, discard
 # pending jobs. (A filter can never widen "delete" to live jobs.)
@@ -28,7 +31,7 @@ MAX_IDS = 1000
 _NEXT = re.compile(r"/(jobs(/[0-9a-f-]{36})?|dead-letters)?(\?[^#\s]*)?")
 
 
-def _job_ids(page) -> List[uuid.UUID]:
+def _job_ids(page: "Page") -> List[uuid.UUID]:
     ids = [value for key, value in page.request.form.items() if key == "job_id"]
     if len(ids) > MAX_IDS:
         raise InvalidField("job_id", f"at most {MAX_IDS} jobs per request")
@@ -38,7 +41,7 @@ def _job_ids(page) -> List[uuid.UUID]:
         raise InvalidField("job_id", "must be job ids (UUIDs)") from None
 
 
-def _next(page) -> str:
+def _next(page: "Page") -> str:
     """Where to go back to: one of the dashboard's own pages (never another site),
     without the notice of an earlier action."""
     target = page.request.form.get("next", "/")
@@ -50,7 +53,7 @@ def _next(page) -> str:
     return path + ("?" + urlencode(kept) if kept else "")
 
 
-def _matching(page, kwargs: Dict[str, object]) -> Iterator[uuid.UUID]:
+def _matching(page: "Page", kwargs: Dict[str, object]) -> Iterator[uuid.UUID]:
     """Ids of every job matching the filter, page by page (keyset pagination, so
     deleting as we go neither skips nor repeats a job)."""
     after = None
@@ -63,11 +66,11 @@ def _matching(page, kwargs: Dict[str, object]) -> Iterator[uuid.UUID]:
             return
 
 
-def _one(page, action: str, job_id: uuid.UUID) -> bool:
+def _one(page: "Page", action: str, job_id: uuid.UUID) -> bool:
     return bool(getattr(page.admin, action)(job_id))
 
 
-def act(page, match) -> Response:
+def act(page: "Page", match: "re.Match[str]") -> Response:
     action = match.group("action")
     form = page.request.form
     confirmed = form.get("confirmed") == "1"

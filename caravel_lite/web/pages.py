@@ -2,10 +2,11 @@
 Every figure comes from the ``QueueAdmin`` (or ``QueueScheduler``) object."""
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 from caravel_lite.errors import InvalidField
 from caravel_lite.values import JobState
@@ -13,6 +14,9 @@ from caravel_lite.web import charts
 from caravel_lite.web.filters import JobFilter
 from caravel_lite.web.history import floor_minute
 from caravel_lite.web.http import HttpError, Response
+
+if TYPE_CHECKING:
+    from caravel_lite.web.app import Page
 
 HOUR = timedelta(hours=1)
 HOUR_BUCKETS = 60                  # one-minute bars over the last hour
@@ -22,7 +26,7 @@ NOTICES = {"replay": "Replayed {count} job{s}.", "discard": "Discarded {count} j
            "delete": "Deleted {count} job{s}."}
 
 
-def notice(page) -> Optional[str]:
+def notice(page: "Page") -> Optional[str]:
     """The result of an action, named in the redirect's query (numbers only, so no
     text chosen by another site can be shown as ours)."""
     done = page.request.query.get("done")
@@ -32,7 +36,7 @@ def notice(page) -> Optional[str]:
     return NOTICES[done].format(count=int(count), s="" if int(count) == 1 else "s")
 
 
-def overview(page, match) -> Response:
+def overview(page: "Page", match: "re.Match[str]") -> Response:
     queue_name = page.request.query.optional("queue")
     # The figures and the hour chart cover the last hour (from a whole minute); the day
     # chart adds the earlier minutes it has already read (history.py).
@@ -57,7 +61,7 @@ class _NoResult:
     next_cursor: None = None
 
 
-def _listing(page, job_filter: JobFilter, template: str, nav: str) -> Response:
+def _listing(page: "Page", job_filter: JobFilter, template: str, nav: str) -> Response:
     now = page.now()
     after = page.request.query.optional("after")
     try:
@@ -72,16 +76,16 @@ def _listing(page, job_filter: JobFilter, template: str, nav: str) -> Response:
                        states=list(JobState), notice=notice(page), now=now)
 
 
-def jobs(page, match) -> Response:
+def jobs(page: "Page", match: "re.Match[str]") -> Response:
     return _listing(page, JobFilter.from_params(page.request.query), "jobs.html", "jobs")
 
 
-def dead_letters(page, match) -> Response:
+def dead_letters(page: "Page", match: "re.Match[str]") -> Response:
     job_filter = JobFilter.from_params(page.request.query).with_state(JobState.DEAD_LETTER)
     return _listing(page, job_filter, "dead_letters.html", "dead_letters")
 
 
-def job(page, match) -> Response:
+def job(page: "Page", match: "re.Match[str]") -> Response:
     try:
         job_id = uuid.UUID(match.group("job_id"))
     except ValueError:
@@ -94,7 +98,7 @@ def job(page, match) -> Response:
                        notice=notice(page))
 
 
-def schedules(page, match) -> Response:
+def schedules(page: "Page", match: "re.Match[str]") -> Response:
     if page.scheduler is None:
         raise HttpError(404, "no scheduler configured for this dashboard")
     return page.render("schedules.html", nav="schedules", schedules=page.scheduler.status())
