@@ -135,9 +135,11 @@ def test_job_page_shows_the_envelope_and_failure_history(browser, seeded):
     rows = page.find("table", class_="failures").find("tbody").find_all("tr")
     assert len(rows) == 3
     cells = [[cell.text() for cell in row.find_all("td")] for row in rows]
+    # When, attempt, replays before it, category, exception type, site, description.
     assert [row[1] for row in cells] == ["1", "2", "3"]
-    assert all(row[3] == "tests.web.seed.MailRejected" for row in cells)
-    assert all(row[4].startswith("tests.web.seed:send_mail:") for row in cells)
+    assert all(row[2] == "0" and row[3] == "handler_failed" for row in cells)
+    assert all(row[4] == "tests.web.seed.MailRejected" for row in cells)
+    assert all(row[5].startswith("tests.web.seed:send_mail:") for row in cells)
     # No exception message is ever stored, so none can be shown.
     assert b"recipient refused" not in browser().get(f"/jobs/{job_id}").data
 
