@@ -4,8 +4,10 @@ For each database: a fresh database, migrated, filled with ``--jobs`` rows (defa
 1,000,000: a week of history over five queues, as bench.operator_data writes it), then
 each page requested ``--repeat`` times straight through the WSGI app (no network, the
 connection held open as a serving thread holds it). Server time is the WSGI call
-including the body; the overview's share spent in ``QueueAdmin.stats`` is shown too.
-The issue's target: the overview within 200 ms on every database.
+including the body. The overview reads the last hour on each request and the rest of
+the day chart once per process (caravel_lite/web/history.py), so its first request in
+a process is measured apart, each time on a new dashboard. The issue's target: the
+overview within 200 ms on every database.
 
     python -m bench.dashboard [--jobs 1000000] [--databases sqlite,postgres,mysql]
 """
@@ -99,8 +101,11 @@ def measure(backend: str, jobs: int, repeat: int) -> List[Tuple[str, List[float]
             dead = admin.jobs(state="dead_letter", limit=1).jobs[0].job_id
             results = [
                 ("overview (GET /)", _time_ms(_request(app, "/"), repeat)),
-                ("  of which QueueAdmin.stats(since=1 day)",
-                 _time_ms(lambda: admin.stats(since=timedelta(days=1)), repeat)),
+                ("  of which QueueAdmin.stats(since=1 h)",
+                 _time_ms(lambda: admin.stats(since=timedelta(hours=1)), repeat)),
+                # A new process's first overview also reads the day for the day chart.
+                ("overview, a process's first request",
+                 _time_ms(lambda: _request(wsgi_app(admin), "/")(), max(3, repeat // 4))),
                 ("jobs (GET /jobs)", _time_ms(_request(app, "/jobs"), repeat)),
                 ("jobs of one tenant and state",
                  _time_ms(_request(app, "/jobs?tenant=tenant-03&state=completed"), repeat)),
