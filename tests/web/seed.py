@@ -3,6 +3,7 @@ tenants (one of them an HTML injection attempt), dead letters with a failure his
 made by a real worker."""
 from __future__ import annotations
 
+import random
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -50,26 +51,19 @@ class Seeded:
         return [job_id for ids in self.ids.values() for job_id in ids]
 
 
+HISTORY_QUEUES = ("webhooks", "billing", "thumbnails")
+
+
 def seed(db: peewee.Database, start: datetime = START, history: int = 0) -> Seeded:
     """Seed the database; the clock starts at ``start`` and ends about 25 minutes
-    later. ``history`` adds that many jobs run over the hour before ``start`` (one in
-    twelve failing once, then succeeding), for charts worth looking at."""
-    clock = ManualClock(start - timedelta(hours=1) if history else start)
+    later. ``history`` adds that many jobs on three other queues, run over the hour
+    that ends there (one in twelve failing once before it succeeds, pickup latencies
+    of a fraction of a second to a few seconds), for charts worth looking at."""
+    clock = ManualClock(start)
     queue = DatabaseQueue(db, registry, QueueOptions(max_attempts=3), clock=clock)
     worker = QueueWorker(queue)
     ids: Dict[str, List[uuid.UUID]] = {"completed": [], "dead": [], "pending": [],
                                        "delayed": [], "leased": []}
-    if history:
-        step = timedelta(hours=1) / history
-        for n in range(history):
-            flaky = n % 12 == 5
-            queue_name = ("emails", "reports", "webhooks")[n % 3]
-            queue.enqueue(Mail(1000 + n, fail=flaky), Dispatch(queue=queue_name,
-                                                                tenant_id=f"tenant-{n % 4}"))
-            while worker.run_once(queue_name):
-                pass
-            clock.advance(step)
-        clock.set(start)
 
     def enqueue(role: str, mail: Mail, queue_name: str, tenant: str, **extra) -> None:
         result = queue.enqueue(mail, Dispatch(queue=queue_name, tenant_id=tenant, **extra))
@@ -81,14 +75,29 @@ def seed(db: peewee.Database, start: datetime = START, history: int = 0) -> Seed
     enqueue("dead", Mail(11, fail=True), "reports", TENANT)
     # Three attempts each for the failing jobs; retries wait at most a few seconds.
     for _ in range(12):
-        for queue_name in ("emails", "reports", "webhooks"):
+        for queue_name in ("emails", "reports"):
             while worker.run_once(queue_name):
                 pass
         clock.advance(timedelta(minutes=2))
     for n in range(20, 24):
         enqueue("pending", Mail(n), "reports", TENANT if n % 2 else EVIL_TENANT)
-    enqueue("delayed", Mail(30), "emails", TENANT, not_before=START + timedelta(days=2))
+    enqueue("delayed", Mail(30), "emails", TENANT, not_before=start + timedelta(days=2))
     enqueue("leased", Mail(40), "leases", TENANT)
     assert queue.claim("leases") is not None
     clock.advance(timedelta(seconds=5))
+    end = clock()
+    if history:
+        rng = random.Random(17)
+        step = timedelta(hours=1) / history
+        clock.set(end - timedelta(hours=1))
+        for n in range(history):
+            queue_name = HISTORY_QUEUES[n % 3]
+            queue.enqueue(Mail(1000 + n, fail=n % 12 == 5),
+                          Dispatch(queue=queue_name, tenant_id=f"tenant-{n % 4}"))
+            wait = timedelta(milliseconds=rng.choice((40, 80, 150, 300, 900, 2500)))
+            clock.advance(wait)
+            while worker.run_once(queue_name):
+                pass
+            clock.advance(step - wait)
+        clock.set(end)
     return Seeded(clock, queue, ids)

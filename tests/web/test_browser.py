@@ -39,7 +39,7 @@ def dashboard(tmp_path):
     db = open_database(url)
     with db.connection_context():
         migrate(db)
-        seeded = seed(db, start=datetime.now(timezone.utc) - timedelta(minutes=26),
+        seeded = seed(db, start=datetime.now(timezone.utc) - timedelta(minutes=25),
                       history=240)
     env = {**os.environ, "CARAVEL_DASHBOARD_TOKEN": TOKEN,
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
