@@ -88,16 +88,24 @@ def seed(db: peewee.Database, start: datetime = START, history: int = 0) -> Seed
     end = clock()
     if history:
         rng = random.Random(17)
-        step = timedelta(hours=1) / history
-        clock.set(end - timedelta(hours=1))
-        for n in range(history):
-            queue_name = HISTORY_QUEUES[n % 3]
-            queue.enqueue(Mail(1000 + n, fail=n % 12 == 5),
-                          Dispatch(queue=queue_name, tenant_id=f"tenant-{n % 4}"))
-            wait = timedelta(milliseconds=rng.choice((40, 80, 150, 300, 900, 2500)))
-            clock.advance(wait)
-            while worker.run_once(queue_name):
-                pass
-            clock.advance(step - wait)
+
+        def run_over(first: datetime, count: int, step: timedelta, n0: int) -> None:
+            clock.set(first)
+            for n in range(n0, n0 + count):
+                queue_name = HISTORY_QUEUES[n % 3]
+                queue.enqueue(Mail(1000 + n, fail=n % 11 == 5),
+                              Dispatch(queue=queue_name, tenant_id=f"tenant-{n % 4}"))
+                wait = timedelta(milliseconds=rng.choice((40, 80, 150, 300, 900, 2500)))
+                clock.advance(wait)
+                while worker.run_once(queue_name):
+                    pass
+                clock.advance(step - wait)
+        # The day before the last hour, at a tenth of the rate, busier at midday.
+        hour = end - timedelta(hours=24)
+        for h in range(23):
+            count = max(1, history // 10 * (1 + (h % 12)) // 6)
+            run_over(hour, count, timedelta(hours=1) / count, 100_000 + h * 1000)
+            hour += timedelta(hours=1)
+        run_over(end - timedelta(hours=1), history, timedelta(hours=1) / history, 0)
         clock.set(end)
     return Seeded(clock, queue, ids)
