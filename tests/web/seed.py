@@ -11,7 +11,7 @@ from typing import Dict, List
 
 import peewee
 
-from caravel_lite import (DatabaseQueue, Dispatch, JobRegistry, QueueOptions,
+from caravel_lite import (DatabaseQueue, Dispatch, Failure, JobRegistry, QueueOptions,
                           QueueWorker)
 from caravel_lite.testing import ManualClock
 
@@ -71,14 +71,21 @@ def seed(db: peewee.Database, start: datetime = START, history: int = 0) -> Seed
 
     for n in range(3):
         enqueue("completed", Mail(n), "emails", TENANT)
+    while worker.run_once("emails"):
+        pass
     enqueue("dead", Mail(10, fail=True, note="<b>bold</b>"), "emails", EVIL_TENANT)
     enqueue("dead", Mail(11, fail=True), "reports", TENANT)
-    # Three attempts each for the failing jobs; retries wait at most a few seconds.
-    for _ in range(12):
+    # Three failed attempts each, recorded as a worker records them (with the
+    # exception, whose type and raise site go into the failure history).
+    for _ in range(3):
         for queue_name in ("emails", "reports"):
-            while worker.run_once(queue_name):
-                pass
-        clock.advance(timedelta(minutes=2))
+            lease = queue.claim(queue_name)
+            assert lease is not None
+            try:
+                send_mail(Mail(10, fail=True), lease.context)
+            except MailRejected as exc:
+                assert queue.fail(lease, Failure.HANDLER_FAILED, error=exc)
+        clock.advance(timedelta(minutes=8))
     for n in range(20, 24):
         enqueue("pending", Mail(n), "reports", TENANT if n % 2 else EVIL_TENANT)
     enqueue("delayed", Mail(30), "emails", TENANT, not_before=start + timedelta(days=2))
