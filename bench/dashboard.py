@@ -59,7 +59,8 @@ def _create(backend: str, workdir: str) -> Tuple[str, Callable[[], None]]:
 def _environ(path: str) -> Dict[str, object]:
     route, _, query = path.partition("?")
     return {"REQUEST_METHOD": "GET", "PATH_INFO": route, "QUERY_STRING": query,
-            "SCRIPT_NAME": "", "SERVER_NAME": "bench", "SERVER_PORT": "80",
+            "SCRIPT_NAME": "", "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "80",
+            "HTTP_HOST": "127.0.0.1:8080",
             "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(b""),
             "wsgi.errors": sys.stderr}
 

@@ -5,6 +5,7 @@ pages and static assets. Pages (pages.py) and actions (actions.py) only call the
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import re
 from dataclasses import dataclass
@@ -133,6 +134,13 @@ class Dashboard:
                 challenge = getattr(self.settings.auth, "challenge", REALM)
                 raise HttpError(401, "authentication required",
                                 [("WWW-Authenticate", challenge)])
+        elif not _loopback_host(request):
+            # Without authentication only a browser on this machine may read the pages.
+            # Checking the Host header also defeats DNS rebinding, where another site's
+            # name is made to resolve to 127.0.0.1 so that its scripts can read them.
+            raise HttpError(403, "without authentication the dashboard answers only "
+                                 "on loopback (127.0.0.1, ::1, localhost): configure "
+                                 "authentication to serve it under another name")
         if request.path.startswith("/static/"):
             return self._static(request)
         handler, match = self._route(request)
@@ -180,6 +188,21 @@ class Dashboard:
             raise HttpError(404, "not found")
         return Response(asset.read_bytes(), 200, STATIC_TYPES[suffix],
                         [("Cache-Control", "max-age=3600")])
+
+
+def _loopback_host(request: Request) -> bool:
+    host = str(request.environ.get("HTTP_HOST") or request.environ.get("SERVER_NAME", ""))
+    host = host.strip().lower()
+    if host.startswith("["):
+        host = host[1:host.find("]")] if "]" in host else host
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @contextlib.contextmanager

@@ -115,3 +115,16 @@ def test_pages_forbid_inline_scripts_and_framing(browser):
     assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
     assert response.headers["X-Frame-Options"] == "DENY"
     assert b"<script>" not in response.data  # only <script src=...>
+
+
+def test_without_authentication_only_loopback_host_names_are_answered(browser):
+    """Another site's name resolved to 127.0.0.1 (DNS rebinding) must not read the
+    pages of a dashboard that has no authentication."""
+    client = browser(auth=None, headers=None)
+    for host in ("127.0.0.1:8080", "localhost:8080", "[::1]:8080", "127.0.0.2"):
+        assert client.get("/", headers={"Host": host}).status_code == 200, host
+    for host in ("evil.example", "evil.example:8080", "127.0.0.1.evil.example", "10.0.0.5"):
+        response = client.get("/", headers={"Host": host})
+        assert response.status_code == 403 and b"loopback" in response.data, host
+    # With authentication the host name is the application's business.
+    assert browser().get("/", headers={"Host": "dashboard.example"}).status_code == 200
