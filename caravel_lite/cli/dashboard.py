@@ -90,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     scheduler = _scheduler(args.scheduler) if args.scheduler else None
     app = web.wsgi_app(QueueAdmin(db), read_only=args.read_only,
                        show_payloads=args.show_payloads, auth=auth, scheduler=scheduler)
+    app.warm()  # the day chart's history, read once before the first page asks for it
     try:
         server = server_module.make_dashboard_server(app, bind)
     except OSError as exc:

@@ -116,6 +116,12 @@ class Dashboard:
             ("POST", re.compile(r"/actions/(?P<action>replay|discard|delete)"), actions.act),
         ]
 
+    def warm(self) -> None:
+        """Read the last day for the overview's day chart now, so that the first
+        overview does not wait for it (the command line calls this before serving)."""
+        with _connection(getattr(self.admin, "db", None)):
+            pages.overview_figures(self.admin, self.history, self.clock(), None)
+
     def __call__(self, environ: WSGIEnviron, start_response: StartResponse) -> List[bytes]:
         try:
             request = Request.from_environ(environ)

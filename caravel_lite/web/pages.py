@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import TYPE_CHECKING, Optional, Tuple
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from caravel_lite.errors import InvalidField
 from caravel_lite.values import JobState
 from caravel_lite.web import charts
 from caravel_lite.web.filters import JobFilter
-from caravel_lite.web.history import floor_minute
+from caravel_lite.web.history import DayHistory, Point, floor_minute
 from caravel_lite.web.http import HttpError, Response
 
 if TYPE_CHECKING:
@@ -36,14 +36,20 @@ def notice(page: "Page") -> Optional[str]:
     return NOTICES[done].format(count=int(count), s="" if int(count) == 1 else "s")
 
 
+def overview_figures(admin: Any, history: DayHistory, now: datetime,
+                     queue_name: Optional[str]) -> Tuple[Any, List[Point]]:
+    """The last hour's ``QueueStats`` (from a whole minute) and the day's per-minute
+    points, the earlier minutes from what ``history`` already read (history.py)."""
+    stats = admin.stats(queue=queue_name, since=floor_minute(now - HOUR))
+    points = history.points(queue_name, stats.observed_at, stats,
+                            lambda start: admin.stats(queue=queue_name, since=start))
+    return stats, points
+
+
 def overview(page: "Page", match: "re.Match[str]") -> Response:
     queue_name = page.request.query.optional("queue")
-    # The figures and the hour chart cover the last hour (from a whole minute); the day
-    # chart adds the earlier minutes it has already read (history.py).
-    stats = page.admin.stats(queue=queue_name, since=floor_minute(page.now() - HOUR))
+    stats, per_minute = overview_figures(page.admin, page.app.history, page.now(), queue_name)
     now = stats.observed_at
-    per_minute = page.app.history.points(
-        queue_name, now, stats, lambda start: page.admin.stats(queue=queue_name, since=start))
     hour = charts.rebucket(per_minute, now, timedelta(minutes=1), HOUR_BUCKETS)
     day = charts.rebucket(per_minute, now, DAY_BUCKET, DAY_BUCKETS)
     ages = [row.oldest_ready_age for row in stats.queues if row.oldest_ready_age is not None]
