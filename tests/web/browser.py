@@ -63,4 +63,7 @@ def start_chromium(chromium: str, driver: str, user: str, secret: str):
     browser.execute_cdp_cmd("Network.setExtraHTTPHeaders",
                             {"headers": {"Authorization": f"Basic {credentials}"}})
     browser.set_page_load_timeout(30)
+    # A click that submits a form returns before the next page is there: lookups wait
+    # for their element (up to 10 s) rather than read the page being left.
+    browser.implicitly_wait(10)
     return browser

@@ -36,7 +36,10 @@ def _state(url: str, job_id: uuid.UUID) -> JobState:
 def dashboard(tmp_path):
     """A seeded SQLite database and ``caravel-lite dashboard`` serving it."""
     url = f"sqlite:///{tmp_path / 'queue.sqlite'}"
-    db = open_database(url)
+    # Seeding runs a thousand jobs: without an fsync per commit it takes a second or
+    # two instead of ten (a throwaway database; the dashboard opens its own connection).
+    db = open_database(url, pragmas={"journal_mode": "wal", "busy_timeout": 5000,
+                                     "synchronous": "off"})
     with db.connection_context():
         migrate(db)
         seeded = seed(db, start=datetime.now(timezone.utc) - timedelta(minutes=25),
@@ -58,6 +61,7 @@ def dashboard(tmp_path):
 
 
 def test_the_dashboard_in_chromium(dashboard, tmp_path):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -83,8 +87,11 @@ def test_the_dashboard_in_chromium(dashboard, tmp_path):
                                                                    tenant_id="tenant-b"))
 
         def ready_count():
-            row = browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="reports"]')
-            return row.find_elements(By.TAG_NAME, "td")[1].text == "5"
+            try:
+                row = browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="reports"]')
+                return row.find_elements(By.TAG_NAME, "td")[1].text == "5"
+            except StaleElementReferenceException:  # swapped by a refresh meanwhile
+                return False
         wait_for(ready_count, timeout=20, interval=0.25, message="the live refresh")
         assert browser.execute_script("return window.caravelMarker;") == 42
 
