@@ -2,8 +2,9 @@
 
 Importing this package has no side effects: no connection, no table, no global state.
 """
-from caravel_lite.errors import (CaravelError, InvalidField, OutsideTransaction,
-                                 QueueIdempotencyConflict, SchemaNotReady, UnknownJobType)
+from caravel_lite.errors import (CaravelError, DatabaseBusy, InvalidField,
+                                 OutsideTransaction, QueueIdempotencyConflict, SchemaNotReady,
+                                 StatementTooLarge, UnknownJobType)
 from caravel_lite.migrator import check_schema, migrate
 from caravel_lite.options import QueueOptions
 from caravel_lite.queue import DatabaseQueue
@@ -30,5 +31,5 @@ __all__ = [
     "QueueAdmin",
     "migrate", "check_schema", "open_database",
     "CaravelError", "QueueIdempotencyConflict", "SchemaNotReady", "InvalidField",
-    "UnknownJobType", "OutsideTransaction",
+    "UnknownJobType", "OutsideTransaction", "DatabaseBusy", "StatementTooLarge",
 ]

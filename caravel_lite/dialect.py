@@ -13,13 +13,13 @@ import secrets
 import sqlite3
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Optional, Sequence, Tuple, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import peewee
 from playhouse import db_url
 
-from caravel_lite.errors import DatabaseBusy
+from caravel_lite.errors import DatabaseBusy, StatementTooLarge
 from caravel_lite.retry import (CallBudget, RetryPolicy, TransientCounter, call_budget,
                                 retrying, transient_retries)
 
@@ -37,6 +37,15 @@ _SQLITE_BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 _MYSQL_TRANSIENT = {1213, 1205}
 # MariaDB/MySQL: the server went away or the connection was lost.
 _MYSQL_GONE = {2006, 2013}
+# MariaDB/MySQL: a packet larger than max_allowed_packet (ER_NET_PACKET_TOO_LARGE,
+# ER_TOO_BIG_FOR_UNCOMPRESS... seen as 1153 and 1301).
+_MYSQL_TOO_LARGE = {1153, 1301}
+# Bytes of max_allowed_packet kept free for the packet's framing and what the size
+# estimate of a row does not count exactly.
+_PACKET_MARGIN = 64 * 1024
+# A dropped connection during a statement at least this large is read as a refusal of
+# its size (smaller statements are not a plausible cause).
+_LARGE_STATEMENT = 1024 * 1024
 
 
 class ClaimMethod(str, enum.Enum):
@@ -86,6 +95,10 @@ class Dialect:
     # psycopg 3) instead of multi-row INSERTs: no statement with thousands of parameters
     # is built, sent and parsed (docs/PERFORMANCE.md, bulk enqueue, has the figures).
     copy_rows: bool = False
+    # The query that reads how many bytes one statement may take as sent, where the
+    # server refuses larger ones by dropping the connection (MariaDB/MySQL:
+    # max_allowed_packet); multi-row INSERTs are cut below it.
+    packet_limit_sql: Optional[str] = None
     # Index names belong to their table (MariaDB/MySQL: DROP INDEX name ON table)
     # rather than to the schema (SQLite, PostgreSQL: DROP INDEX name).
     table_scoped_indexes: bool = False
@@ -111,11 +124,14 @@ class Dialect:
 
     def insert_rows(self, db: peewee.Database, table: str, columns: Sequence[str],
                     rows: Sequence[Sequence[Any]], insert_many: Callable[[int], str],
-                    chunk: int) -> None:
+                    chunk: int, max_bytes: Optional[int] = None) -> None:
         """Write ``rows`` (values in ``columns`` order) in the current transaction: by
         COPY where the dialect and driver have it, else by multi-row INSERTs of at most
-        ``chunk`` rows (``insert_many(n)`` is the statement for n rows). Driver errors
-        surface as Peewee's (a duplicate key is ``peewee.IntegrityError``)."""
+        ``chunk`` rows (``insert_many(n)`` is the statement for n rows) and, when
+        ``max_bytes`` is given (:meth:`statement_limit`), at most that many bytes as
+        sent. A row that cannot fit, or a statement the server still refuses, raises
+        :class:`StatementTooLarge` naming the limit. Other driver errors surface as
+        Peewee's (a duplicate key is ``peewee.IntegrityError``)."""
         if self.copy_rows:
             cursor = db.cursor()
             if hasattr(cursor, "copy"):  # psycopg 3 (psycopg2 has no COPY writer)
@@ -125,9 +141,44 @@ class Dialect:
                         copy.write_row(row)
                 return
             cursor.close()
-        for start in range(0, len(rows), chunk):
-            part = rows[start:start + chunk]
-            db.execute_sql(insert_many(len(part)), [value for row in part for value in row])
+        for part, size in _statements(rows, chunk, max_bytes, len(insert_many(1))):
+            try:
+                db.execute_sql(insert_many(len(part)),
+                               [value for row in part for value in row])
+            except (peewee.OperationalError, peewee.InterfaceError) as exc:
+                if max_bytes is not None and self.refused_as_too_large(exc, size):
+                    raise StatementTooLarge(
+                        f"the server refused an INSERT of {len(part)} row(s), about "
+                        f"{size} bytes as sent, and dropped the connection: over its "
+                        f"max_allowed_packet (read as {max_bytes + _PACKET_MARGIN} bytes); "
+                        f"raise max_allowed_packet or enqueue smaller batches",
+                        max_bytes + _PACKET_MARGIN, size) from exc
+                raise
+
+    def check_rows(self, rows: Sequence[Sequence[Any]], max_bytes: int, fixed: int) -> None:
+        """Raise :class:`StatementTooLarge` unless each row fits in a statement of
+        ``max_bytes`` (``fixed``: the statement's own text)."""
+        for _ in _statements(rows, 1, max_bytes, fixed):
+            pass
+
+    def statement_limit(self, db: peewee.Database) -> Optional[int]:
+        """The most bytes one statement may take as sent, or None where the database
+        sets no such limit below what a batch can reach (MariaDB/MySQL:
+        ``max_allowed_packet``, less a margin for the packet's framing)."""
+        if self.packet_limit_sql is None:
+            return None
+        limit = int(db.execute_sql(self.packet_limit_sql).fetchone()[0])
+        return max(limit - _PACKET_MARGIN, 1)
+
+    def refused_as_too_large(self, exc: BaseException, size: int) -> bool:
+        """True when a statement of ``size`` bytes failed because it was too large:
+        the server's own error, or (what MariaDB does past max_allowed_packet) the
+        connection dropped while so large a statement was being sent."""
+        code = _mysql_code(_original(exc))
+        if code in _MYSQL_TOO_LARGE:
+            return True
+        dropped = code in _MYSQL_GONE or isinstance(exc, peewee.InterfaceError)
+        return dropped and size >= _LARGE_STATEMENT
 
     def param(self, db: peewee.Database) -> str:
         return db.param
@@ -179,7 +230,6 @@ class Dialect:
                 getattr(original, "sqlstate", None) in (None, "57P01", "08006", "08003"))
         return False
 
-
     def is_unfixable(self, exc: BaseException) -> bool:
         """True for a database error that waiting cannot fix: the schema is not there
         (not migrated, wrong database) or the server refuses this login. A worker
@@ -201,6 +251,53 @@ class Dialect:
         # 1044/1045: access denied; 1049: unknown database; 1146/1054: no such
         # table/column.
         return _mysql_code(original) in (1044, 1045, 1049, 1146, 1054)
+
+
+# Characters the MariaDB/MySQL drivers escape with a backslash inside a string literal.
+_ESCAPED = ("\\", "'", '"', "\n", "\r", "\x00", "\x1a")
+# Below this many characters a text's size is bounded (4 bytes a character, each
+# escaped) instead of measured.
+_MEASURE_FROM = 256
+
+
+def _literal_size(value: Any) -> int:
+    """Bytes a value takes as a literal in a statement text, as the MariaDB/MySQL
+    drivers send it (a quoted, escaped UTF-8 string; a number; NULL): exact for long
+    text, an upper bound for short text."""
+    if isinstance(value, str):
+        if len(value) < _MEASURE_FROM:
+            return 8 * len(value) + 2
+        return (len(value.encode("utf-8")) + sum(value.count(c) for c in _ESCAPED) + 2)
+    if value is None:
+        return 4
+    return len(str(value))
+
+
+def _statements(rows: Sequence[Sequence[Any]], chunk: int, max_bytes: Optional[int],
+                fixed: int) -> Iterator[Tuple[Sequence[Sequence[Any]], int]]:
+    """Cut ``rows`` into runs of at most ``chunk`` rows and, with ``max_bytes``, at
+    most that many bytes (``fixed``: the statement text for one row, counted once);
+    yields each run with its estimated size."""
+    if max_bytes is None:
+        for start in range(0, len(rows), chunk):
+            yield rows[start:start + chunk], 0
+        return
+    start, size = 0, fixed
+    for index, row in enumerate(rows):
+        row_size = sum(_literal_size(value) + 2 for value in row) + 4
+        if fixed + row_size > max_bytes:
+            raise StatementTooLarge(
+                f"row {index} of the batch takes about {fixed + row_size} bytes as sent, "
+                f"over the server's max_allowed_packet (read as {max_bytes + _PACKET_MARGIN} "
+                f"bytes, {_PACKET_MARGIN} of them kept for framing); raise "
+                f"max_allowed_packet or lower max_payload_bytes",
+                max_bytes + _PACKET_MARGIN, fixed + row_size)
+        if index > start and (index - start >= chunk or size + row_size > max_bytes):
+            yield rows[start:index], size
+            start, size = index, fixed
+        size += row_size
+    if start < len(rows):
+        yield rows[start:], size
 
 
 def _original(exc: BaseException) -> BaseException:
@@ -229,11 +326,13 @@ POSTGRES = Dialect("postgres", immediate_writes=False, exact_collation=None, pay
 # MariaDB 10.6+ and MySQL 8.0.1+ skip locked rows in a locking read; older servers
 # claim by the portable path (MARIADB.portable(), MYSQL.portable()).
 _SKIP_LOCKED = "FOR UPDATE SKIP LOCKED"
+_PACKET_LIMIT = "SELECT @@max_allowed_packet"
 MARIADB = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_nopad_bin",
                   payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED,
-                  table_scoped_indexes=True)
+                  table_scoped_indexes=True, packet_limit_sql=_PACKET_LIMIT)
 MYSQL = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_0900_bin",
-                payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED, table_scoped_indexes=True)
+                payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED, table_scoped_indexes=True,
+                packet_limit_sql=_PACKET_LIMIT)
 _SKIP_LOCKED_SINCE = {"mariadb": (10, 6), "mysql": (8, 0, 1)}
 
 

@@ -10,7 +10,7 @@ import peewee
 
 from caravel_lite.clock import floor_ms
 from caravel_lite.envelope import Envelope, prepare_envelope, stored_match
-from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
+from caravel_lite.errors import InvalidField, QueueIdempotencyConflict, StatementTooLarge
 from caravel_lite.ids import new_id
 from caravel_lite.observability import logger
 from caravel_lite.retry import budgeted, retrying
@@ -23,6 +23,10 @@ from caravel_lite.values import Dispatch, EnqueueResult
 # this many times at most.
 INSERT_CHUNK = 200
 ENQUEUE_ATTEMPTS = 3
+# A single job whose payload has more characters than this is measured against the
+# server's statement limit before it is sent (below it, no server's limit is near).
+MEASURE_PAYLOAD_FROM = 64 * 1024
+_UNREAD = object()
 
 
 def _row(job_id: uuid.UUID, e: Envelope, now_ms: int) -> Tuple[Any, ...]:
@@ -34,6 +38,16 @@ def _row(job_id: uuid.UUID, e: Envelope, now_ms: int) -> Tuple[Any, ...]:
 
 def _same_job(a: Envelope, b: Envelope) -> bool:
     return a.wire_name == b.wire_name and a.payload == b.payload
+
+
+def _in_chain(exc: BaseException, kind: type) -> Optional[BaseException]:
+    """``exc`` or the exception it was raised while handling, if one is a ``kind``."""
+    seen: Optional[BaseException] = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 class Enqueuing:
@@ -66,6 +80,10 @@ class Enqueuing:
         if now_us is None:
             now_us = self._now_us()
         params = _row(job_id, envelope, floor_ms(now_us))
+        if len(envelope.payload) > MEASURE_PAYLOAD_FROM:
+            limit = self._statement_limit()
+            if limit is not None:  # raises StatementTooLarge, before anything is sent
+                self.dialect.check_rows([params], limit, len(self._sql.insert))
         try:
             if self.db.in_transaction():
                 # A savepoint: a duplicate-key error must not poison the caller's
@@ -135,6 +153,15 @@ class Enqueuing:
                 # the batch was rolled back whole: read again and redo it.
                 if attempt == ENQUEUE_ATTEMPTS:
                     raise
+            except (peewee.DatabaseError, peewee.InterfaceError) as exc:
+                # A server that refused a statement's size also dropped the connection,
+                # so the rollback failed too (InterfaceError (0, '')); the refusal is
+                # what the caller needs to read.
+                refused = _in_chain(exc, StatementTooLarge)
+                if refused is None:
+                    raise
+                self._drop_connection()
+                raise refused from None
         results: List[EnqueueResult] = []
         for index, envelope in enumerate(envelopes):
             key = envelope.dedup_key
@@ -170,8 +197,26 @@ class Enqueuing:
                    or (first[envelope.dedup_key] == index and envelope.dedup_key not in stored)]
             new_rows = [_row(ids[index], envelopes[index], now_ms) for index in new]
             self.dialect.insert_rows(self.db, JOBS_TABLE, INSERT_COLUMNS, new_rows,
-                                     self._batch.insert_many, INSERT_CHUNK)
+                                     self._batch.insert_many, INSERT_CHUNK,
+                                     self._statement_limit())
         return stored
+
+    def _statement_limit(self) -> Optional[int]:
+        """Most bytes one statement may take on this server (None: no such limit), read
+        once per queue."""
+        limit = self.__dict__.get("_max_statement_bytes", _UNREAD)
+        if limit is _UNREAD:
+            limit = self._max_statement_bytes = self.dialect.statement_limit(self.db)
+        return limit  # type: ignore[return-value]
+
+    def _drop_connection(self) -> None:
+        """Close this thread's connection after the server dropped it, so the next
+        statement opens a new one (outside a transaction only)."""
+        if not self.db.in_transaction():
+            try:
+                self.db.close()
+            except peewee.DatabaseError:
+                pass  # the driver refused to close a dead connection; Peewee forgot it
 
     def _existing(self, envelope: Envelope, job_id: uuid.UUID) -> Optional[EnqueueResult]:
         row = None

@@ -62,3 +62,17 @@ class DatabaseBusy(CaravelError, peewee.OperationalError):
     Still a ``peewee.OperationalError``, so existing handlers of that keep working.
     Never itself treated as a transient error: its budget is already spent.
     """
+
+
+class StatementTooLarge(CaravelError):
+    """A statement would exceed, or did exceed, the most the database server accepts in
+    one statement (MariaDB/MySQL ``max_allowed_packet``); nothing was written.
+
+    ``limit`` is the server's limit in bytes, ``size`` the statement's (or one row's)
+    estimated size as sent.
+    """
+
+    def __init__(self, message: str, limit: int = 0, size: int = 0) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.size = size
