@@ -20,6 +20,7 @@ import peewee
 from playhouse import db_url
 
 from caravel_lite.errors import DatabaseBusy, StatementTooLarge
+from caravel_lite.observability import logger
 from caravel_lite.retry import (CallBudget, RetryPolicy, TransientCounter, call_budget,
                                 retrying, transient_retries)
 
@@ -35,8 +36,11 @@ _PG_TRANSIENT = {"40001", "40P01", "55P03"}
 _SQLITE_BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 # MariaDB/MySQL: 1213 deadlock, 1205 lock wait timeout.
 _MYSQL_TRANSIENT = {1213, 1205}
-# MariaDB/MySQL: the server went away or the connection was lost.
-_MYSQL_GONE = {2006, 2013}
+# MariaDB/MySQL: the server went away, the connection was lost or timed out.
+_MYSQL_GONE = {2006, 2013, 4031}
+# PostgreSQL: the backend was terminated or the server is shutting down or starting
+# (class 08, connection exceptions, is matched by its prefix).
+_PG_GONE = {"57P01", "57P02", "57P03"}
 # MariaDB/MySQL: a packet larger than max_allowed_packet (ER_NET_PACKET_TOO_LARGE,
 # ER_TOO_BIG_FOR_UNCOMPRESS... seen as 1153 and 1301).
 _MYSQL_TOO_LARGE = {1153, 1301}
@@ -221,13 +225,19 @@ class Dialect:
         return code in _MYSQL_TRANSIENT
 
     def is_disconnect(self, exc: BaseException) -> bool:
-        """True when the connection itself is gone (the next statement reconnects)."""
+        """True when the connection itself is gone (killed, timed out, the server
+        restarted): a new connection may succeed where this one cannot."""
+        if not isinstance(exc, (peewee.InterfaceError, peewee.OperationalError)):
+            return False
         original = _original(exc)
         if self.name == "mysql":
-            return _mysql_code(original) in _MYSQL_GONE
+            code = _mysql_code(original)
+            # InterfaceError (0, ''): PyMySQL reusing a connection it already closed.
+            return code in _MYSQL_GONE or (code == 0 and isinstance(exc, peewee.InterfaceError))
         if self.name == "postgres":
-            return isinstance(exc, (peewee.InterfaceError, peewee.OperationalError)) and (
-                getattr(original, "sqlstate", None) in (None, "57P01", "08006", "08003"))
+            # psycopg reports a closed or broken connection without a SQLSTATE.
+            code = getattr(original, "sqlstate", None)
+            return code is None or code.startswith("08") or code in _PG_GONE
         return False
 
     def is_unfixable(self, exc: BaseException) -> bool:
@@ -360,6 +370,56 @@ def _is_mariadb(db: peewee.MySQLDatabase) -> bool:
 
 
 # --- opening a database from a URL -------------------------------------------------
+
+class Reconnect:
+    """Mixed into the PostgreSQL and MariaDB/MySQL classes :func:`open_database`
+    returns (the idea of ``playhouse.shortcuts.ReconnectMixin``, with the dialect's
+    own classification of a lost connection, :meth:`Dialect.is_disconnect`).
+
+    A statement (or BEGIN) that finds the connection dropped while no transaction is
+    open closes it, connects again and runs once more on the new connection, so an
+    application that enqueues after a database restart or a killed connection works
+    without rebuilding its Database object. Inside a transaction the error reaches
+    the caller: the transaction's work is lost and only the caller can repeat it.
+    Each reconnect is counted in :data:`reconnects` and logged as a warning.
+    """
+
+    def execute_sql(self, sql: str, params: Any = None) -> Any:
+        return self._reconnecting(lambda: super(Reconnect, self).execute_sql(sql, params))
+
+    def begin(self, *args: Any, **kwargs: Any) -> None:
+        # BEGIN runs before Peewee records the transaction: nothing is lost here yet.
+        self._reconnecting(lambda: super(Reconnect, self).begin(*args, **kwargs))
+
+    def _reconnecting(self, action: Callable[[], T]) -> T:
+        try:
+            return action()
+        except (peewee.OperationalError, peewee.InterfaceError) as exc:
+            if self.in_transaction() or not dialect_of(self).is_disconnect(exc):
+                raise
+            logger.warning("database connection lost (%s); reconnecting",
+                           type(exc).__name__)
+            try:
+                self.close()
+            except peewee.PeeweeException:
+                pass  # the driver refused to close a dead connection; Peewee forgot it
+            self.connect()
+            reconnects.increment()
+        return action()
+
+
+reconnects = TransientCounter()  # dropped connections replaced, per process
+
+
+def _reconnect_class(cls: type) -> type:
+    """A subclass of a server database class with :class:`Reconnect` mixed in."""
+    if cls not in _server_classes:
+        _server_classes[cls] = type(cls.__name__, (Reconnect, cls), {})
+    return _server_classes[cls]
+
+
+_server_classes: dict = {}
+
 
 def _mysql_session_options() -> dict:
     from pymysql.constants import CLIENT  # imported lazily: an optional driver
@@ -503,7 +563,9 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
       :class:`BusyRetry`); ``sqlite:///:memory:`` is one in-memory database shared by
       the object's threads (:class:`SharedMemory`);
     - ``postgresql://...``: READ COMMITTED (the server default), autocommit;
-    - ``mysql://...``: READ COMMITTED session, matched-row counting, strict sql_mode.
+    - ``mysql://...``: READ COMMITTED session, matched-row counting, strict sql_mode;
+    - on both servers, a dropped connection is replaced on the next statement run
+      outside a transaction (:class:`Reconnect`).
 
     ``busy_retries=N`` (any database) sets how many repeats one call may make in all
     after a lock conflict (default 20, within 2 s: :class:`RetryPolicy`); 0 turns
@@ -518,11 +580,13 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
         options = _mysql_session_options()
     options.update(overrides)
     database = db_url.connect(url, **options)  # validates the URL; connects to nothing
+    arguments = db_url.parse(url)
+    arguments.update(options)
     if isinstance(database, peewee.SqliteDatabase):
-        arguments = db_url.parse(url)
-        arguments.update(options)
         shared = str(database.database) in _MEMORY_NAMES
         database = _busy_retry_class(type(database), shared)(**arguments)
+    else:
+        database = _reconnect_class(type(database))(**arguments)
     if busy_retries is not None:
         retries = int(busy_retries)
         if retries < 0:

@@ -1,0 +1,59 @@
+"""Databases opened by open_database reconnect after a dropped connection (issue #12
+item 5, first bullet): killed from a second connection (PostgreSQL
+``pg_terminate_backend``, MariaDB ``KILL CONNECTION``), the same Database object
+enqueues again on its next statement; killed inside ``db.atomic()``, the error reaches
+the caller and nothing of the transaction is kept. (SQLite has no connection to lose.)"""
+from __future__ import annotations
+
+import peewee
+import pytest
+
+from caravel_lite import open_database
+from caravel_lite.dialect import reconnects
+from tests.contract.jobs import Ping, dispatch, make_queue, row_count
+from tests.support import wait_for
+
+pytestmark = pytest.mark.backends("postgres", "mysql")
+
+SESSION_ID = {"postgres": "SELECT pg_backend_pid()", "mysql": "SELECT CONNECTION_ID()"}
+KILL = {"postgres": "SELECT pg_terminate_backend({})", "mysql": "KILL CONNECTION {}"}
+ALIVE = {"postgres": "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = {}",
+         "mysql": "SELECT COUNT(*) FROM information_schema.processlist WHERE id = {}"}
+
+
+def _kill(backend: str, admin: peewee.Database, victim: peewee.Database) -> None:
+    session = int(victim.execute_sql(SESSION_ID[backend]).fetchone()[0])
+    admin.execute_sql(KILL[backend].format(session))
+    wait_for(lambda: admin.execute_sql(ALIVE[backend].format(session)).fetchone()[0] == 0,
+             message="the killed session to be gone")
+
+
+def test_an_idle_killed_connection_is_replaced_on_the_next_statement(db, db_url, backend):
+    app_db = open_database(db_url)
+    queue = make_queue(app_db)
+    queue.enqueue(Ping(1), dispatch())
+    before = reconnects.value
+    for round_ in range(2):  # and again after the first reconnect
+        _kill(backend, db, app_db)
+        queue.enqueue(Ping(2 + round_), dispatch())
+    assert reconnects.value - before == 2
+    assert row_count(db) == 3
+    app_db.close()
+
+
+def test_a_connection_killed_inside_a_transaction_reaches_the_caller(db, db_url, backend):
+    app_db = open_database(db_url)
+    queue = make_queue(app_db)
+    queue.enqueue(Ping(1), dispatch())
+    before = reconnects.value
+    with pytest.raises((peewee.OperationalError, peewee.InterfaceError)):
+        with app_db.atomic():
+            queue.enqueue(Ping(2), dispatch())
+            _kill(backend, db, app_db)
+            queue.enqueue(Ping(3), dispatch())
+    assert reconnects.value == before  # nothing was repeated behind the caller's back
+    assert row_count(db) == 1  # the transaction's first job is gone with it
+    queue.enqueue(Ping(4), dispatch())  # outside a transaction the next statement reconnects
+    assert row_count(db) == 2
+    assert reconnects.value - before == 1
+    app_db.close()
