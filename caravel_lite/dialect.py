@@ -9,9 +9,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import hashlib
 import secrets
 import sqlite3
+import sys
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence, Tuple, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -19,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import peewee
 from playhouse import db_url
 
-from caravel_lite.errors import DatabaseBusy, StatementTooLarge
+from caravel_lite.errors import DatabaseBusy, SchemaLockTimeout, StatementTooLarge
 from caravel_lite.observability import logger
 from caravel_lite.retry import (CallBudget, RetryPolicy, TransientCounter, call_budget,
                                 retrying, transient_retries)
@@ -103,6 +106,11 @@ class Dialect:
     # server refuses larger ones by dropping the connection (MariaDB/MySQL:
     # max_allowed_packet); multi-row INSERTs are cut below it.
     packet_limit_sql: Optional[str] = None
+    # How concurrent migrations exclude each other for their whole run
+    # (caravel_lite.migrator): "advisory" (PostgreSQL session advisory lock),
+    # "named" (MariaDB/MySQL GET_LOCK, named after the database) or
+    # "write_transaction" (SQLite: the run is one BEGIN IMMEDIATE transaction).
+    schema_lock: str = "write_transaction"
     # Index names belong to their table (MariaDB/MySQL: DROP INDEX name ON table)
     # rather than to the schema (SQLite, PostgreSQL: DROP INDEX name).
     table_scoped_indexes: bool = False
@@ -183,6 +191,53 @@ class Dialect:
             return True
         dropped = code in _MYSQL_GONE or isinstance(exc, peewee.InterfaceError)
         return dropped and size >= _LARGE_STATEMENT
+
+    @contextlib.contextmanager
+    def migration_lock(self, db: peewee.Database, timeout: float) -> Iterator[None]:
+        """Hold the database's migration lock for the duration of the block, waiting up
+        to ``timeout`` seconds for another holder (then :class:`SchemaLockTimeout`).
+        On SQLite the block runs inside one write transaction."""
+        deadline = time.monotonic() + timeout
+        if self.schema_lock == "advisory":
+            # A polled try-lock: a lock_timeout set on the session cannot cut the wait
+            # short, and the wait stays bounded by ``timeout``.
+            _wait_for_lock(lambda: bool(db.execute_sql(
+                "SELECT pg_try_advisory_lock(%s)" % _MIGRATION_KEY).fetchone()[0]),
+                deadline, timeout)
+            try:
+                yield
+            finally:
+                db.execute_sql("SELECT pg_advisory_unlock(%s)" % _MIGRATION_KEY)
+        elif self.schema_lock == "named":
+            # GET_LOCK names are server-wide: one lock per database.
+            database = db.execute_sql("SELECT DATABASE()").fetchone()[0] or ""
+            name = "caravel_lite.migrate." + hashlib.sha256(
+                database.encode("utf-8")).hexdigest()[:32]
+            _wait_for_lock(lambda: db.execute_sql(
+                "SELECT GET_LOCK(%s, 1)", (name,)).fetchone()[0] == 1, deadline, timeout)
+            try:
+                yield
+            finally:
+                db.execute_sql("SELECT RELEASE_LOCK(%s)", (name,))
+        else:
+            transaction = db.atomic("IMMEDIATE")
+
+            def begin() -> bool:
+                try:
+                    transaction.__enter__()
+                except peewee.OperationalError as exc:
+                    if self.is_transient(exc) or isinstance(exc, DatabaseBusy):
+                        return False
+                    raise
+                return True
+
+            _wait_for_lock(begin, deadline, timeout)
+            try:
+                yield
+            except BaseException:
+                transaction.__exit__(*sys.exc_info())
+                raise
+            transaction.__exit__(None, None, None)
 
     def param(self, db: peewee.Database) -> str:
         return db.param
@@ -310,6 +365,23 @@ def _statements(rows: Sequence[Sequence[Any]], chunk: int, max_bytes: Optional[i
         yield rows[start:], size
 
 
+# The PostgreSQL advisory lock key of caravel_lite's migrations (advisory locks are
+# scoped to the current database): the first 8 bytes of sha256("caravel_lite.migrate").
+_MIGRATION_KEY = int.from_bytes(hashlib.sha256(b"caravel_lite.migrate").digest()[:8],
+                                "big", signed=True)
+
+
+def _wait_for_lock(acquire: Callable[[], bool], deadline: float, timeout: float) -> None:
+    pause = 0.05
+    while not acquire():
+        if time.monotonic() >= deadline:
+            raise SchemaLockTimeout(
+                f"another process held caravel_lite's migration lock for more than "
+                f"{timeout:g} s; it is still migrating, or it stopped while holding it")
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
 def _original(exc: BaseException) -> BaseException:
     # Peewee re-raises driver errors as its own class, with the original as args[0]
     # (sqlite3, PyMySQL) or only as the exception being handled (psycopg 3).
@@ -332,17 +404,19 @@ SQLITE = Dialect("sqlite", immediate_writes=True, exact_collation=None, payload_
                  partial_indexes=True, without_rowid=True)
 POSTGRES = Dialect("postgres", immediate_writes=False, exact_collation=None, payload_type="TEXT",
                    change_signal="notify", update_returning=True,
-                   claim_lock="FOR UPDATE SKIP LOCKED", copy_rows=True, partial_indexes=True)
+                   claim_lock="FOR UPDATE SKIP LOCKED", copy_rows=True, partial_indexes=True,
+                   schema_lock="advisory")
 # MariaDB 10.6+ and MySQL 8.0.1+ skip locked rows in a locking read; older servers
 # claim by the portable path (MARIADB.portable(), MYSQL.portable()).
 _SKIP_LOCKED = "FOR UPDATE SKIP LOCKED"
 _PACKET_LIMIT = "SELECT @@max_allowed_packet"
 MARIADB = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_nopad_bin",
                   payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED,
-                  table_scoped_indexes=True, packet_limit_sql=_PACKET_LIMIT)
+                  table_scoped_indexes=True, packet_limit_sql=_PACKET_LIMIT,
+                  schema_lock="named")
 MYSQL = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_0900_bin",
                 payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED, table_scoped_indexes=True,
-                packet_limit_sql=_PACKET_LIMIT)
+                packet_limit_sql=_PACKET_LIMIT, schema_lock="named")
 _SKIP_LOCKED_SINCE = {"mariadb": (10, 6), "mysql": (8, 0, 1)}
 
 

@@ -48,6 +48,11 @@ class SchemaNotReady(CaravelError):
         self.pending = pending
 
 
+class SchemaLockTimeout(SchemaNotReady):
+    """``migrate`` waited longer than its ``lock_timeout`` for another process's
+    migration to finish; nothing was applied by this call."""
+
+
 class OutsideTransaction(CaravelError):
     """An operation that must join the caller's transaction ran outside one."""
 

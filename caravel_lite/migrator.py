@@ -13,7 +13,8 @@ from typing import List, Optional
 import peewee
 from playhouse.migrations import Runner
 
-from caravel_lite.errors import SchemaNotReady
+from caravel_lite.dialect import dialect_of
+from caravel_lite.errors import SchemaLockTimeout, SchemaNotReady
 from caravel_lite.schema import HISTORY_TABLE
 
 
@@ -34,6 +35,11 @@ def _package_directory(subpackage: str) -> str:
 
 QUEUE_MIGRATIONS = ""
 SAMPLE_MIGRATIONS = "sample"
+# How long migrate() waits for another process's migration to finish (seconds).
+LOCK_TIMEOUT = 600.0
+
+__all__ = ["migrate", "apply", "check_schema", "pending_migrations", "runner",
+           "SchemaLockTimeout", "LOCK_TIMEOUT"]
 
 
 def runner(db: peewee.Database, scripts: str = QUEUE_MIGRATIONS,
@@ -41,14 +47,32 @@ def runner(db: peewee.Database, scripts: str = QUEUE_MIGRATIONS,
     return Runner(db, directory=_package_directory(scripts), table_name=history_table)
 
 
-def migrate(db: peewee.Database, *, target: Optional[str] = None) -> List[str]:
+def migrate(db: peewee.Database, *, target: Optional[str] = None,
+            lock_timeout: float = LOCK_TIMEOUT) -> List[str]:
     """Bring ``db`` to caravel_lite's current schema (the jobs and outbox tables).
 
     Applies only pending scripts, in order, and returns their names; running it again
     is a no-op that returns ``[]``. One call serves a queue database, an application
     database holding the outbox, or one database that is both.
+
+    Concurrent calls (two hosts deploying at once) take turns: the whole run holds the
+    database's migration lock (PostgreSQL advisory lock, MariaDB/MySQL ``GET_LOCK``,
+    SQLite one ``BEGIN IMMEDIATE`` transaction), so one applies the scripts and the
+    other waits, then finds nothing pending and returns ``[]``. After ``lock_timeout``
+    seconds of waiting it raises :class:`SchemaLockTimeout`, having applied nothing.
     """
-    return [str(name) for name in runner(db).up(target)]
+    return apply(db, QUEUE_MIGRATIONS, HISTORY_TABLE, target=target,
+                 lock_timeout=lock_timeout)
+
+
+def apply(db: peewee.Database, scripts: str = QUEUE_MIGRATIONS,
+          history_table: str = HISTORY_TABLE, *, target: Optional[str] = None,
+          lock_timeout: float = LOCK_TIMEOUT) -> List[str]:
+    """Apply the pending scripts of ``scripts`` under the migration lock (see
+    :func:`migrate`); returns the names applied."""
+    with dialect_of(db).migration_lock(db, lock_timeout):
+        # The plan is read under the lock: a waiter sees what the holder applied.
+        return [str(name) for name in runner(db, scripts, history_table).up(target)]
 
 
 def pending_migrations(db: peewee.Database, scripts: str = QUEUE_MIGRATIONS,
