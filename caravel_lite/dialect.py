@@ -458,6 +458,10 @@ class Reconnect:
     Each reconnect is counted in :data:`reconnects` and logged as a warning.
     """
 
+    # Read by caravel_lite.retry: the library's own short transactions may be repeated
+    # after a dropped connection, since the next BEGIN reconnects.
+    replaces_dropped_connections = True
+
     def execute_sql(self, sql: str, params: Any = None) -> Any:
         return self._reconnecting(lambda: super(Reconnect, self).execute_sql(sql, params))
 

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, TypeVar
 
 import peewee
 
-from caravel_lite.errors import DatabaseBusy
+from caravel_lite.errors import CaravelError, DatabaseBusy
 
 T = TypeVar("T")
 
@@ -143,13 +143,16 @@ def budgeted(method: Callable[..., T]) -> Callable[..., T]:
 
 def retrying(dialect: Any, db: peewee.Database, action: Callable[[], T],
              on_retry: Optional[Callable[[], None]] = None) -> T:
-    """Run ``action`` (one statement, or one whole short transaction), repeating it on a
-    transient lock conflict while the call's budget lasts; then raise
-    :class:`DatabaseBusy` (still a ``peewee.OperationalError``) saying so.
+    """Run ``action`` (one statement, or one whole short transaction of the library's
+    own), repeating it while the call's budget lasts when it met a transient lock
+    conflict, or a dropped connection on a database that replaces dropped connections
+    (:class:`caravel_lite.dialect.Reconnect`); then raise :class:`DatabaseBusy` (still a
+    ``peewee.OperationalError``) for a lock conflict, or the error itself.
 
     Only outside the caller's transaction: inside one, a deadlock has already rolled
     the caller's work back and repeating our statement alone would be wrong, so the
-    error is raised as it is.
+    error is raised as it is. A repeated action must be safe to run again if its first
+    run committed before the connection dropped (the queue's are fenced or keyed).
     """
     with call_budget(db) as budget:
         while True:
@@ -157,13 +160,28 @@ def retrying(dialect: Any, db: peewee.Database, action: Callable[[], T],
                 return action()
             except DatabaseBusy:
                 raise  # its layer already spent this call's budget
-            except peewee.DatabaseError as exc:
-                if db.in_transaction() or not dialect.is_transient(exc):
+            except (peewee.DatabaseError, peewee.InterfaceError) as exc:
+                if db.in_transaction() or _deliberate(exc):
                     raise
-                if not budget.spend():
-                    raise DatabaseBusy(
-                        f"lock conflict not resolved {budget.describe()}: "
-                        f"{type(exc).__name__}: {exc}; the statement changed nothing and "
-                        f"may be repeated") from exc
+                if dialect.is_transient(exc):
+                    if not budget.spend():
+                        raise DatabaseBusy(
+                            f"lock conflict not resolved {budget.describe()}: "
+                            f"{type(exc).__name__}: {exc}; the statement changed nothing "
+                            f"and may be repeated") from exc
+                elif not (getattr(db, "replaces_dropped_connections", False)
+                          and dialect.is_disconnect(exc) and budget.spend()):
+                    raise
                 if on_retry is not None:
                     on_retry()
+
+
+def _deliberate(exc: BaseException) -> bool:
+    """True when ``exc`` was raised while handling one of caravel_lite's own errors (a
+    rollback failing after StatementTooLarge, say): that error decides, not a retry."""
+    seen = exc.__cause__ or exc.__context__
+    while seen is not None:
+        if isinstance(seen, CaravelError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -57,3 +57,27 @@ def test_a_connection_killed_inside_a_transaction_reaches_the_caller(db, db_url,
     assert row_count(db) == 2
     assert reconnects.value - before == 1
     app_db.close()
+
+
+def test_the_librarys_own_short_transaction_is_repeated_after_a_drop(db, db_url, backend):
+    """enqueue_many outside the caller's transaction runs its own; a connection killed
+    inside it rolls it back, and the call repeats it (within its retry budget) on a new
+    connection, as it repeats one after a lock conflict."""
+    app_db = open_database(db_url)
+    queue = make_queue(app_db)
+    queue.enqueue(Ping(1), dispatch())
+    execute = app_db.execute_sql
+    killed = []
+
+    def execute_sql(sql, params=None):
+        if app_db.in_transaction() and not killed:
+            killed.append(sql)
+            _kill(backend, db, app_db)
+        return execute(sql, params)
+
+    app_db.execute_sql = execute_sql
+    results = queue.enqueue_many([(Ping(2), dispatch("keyed")), (Ping(3), dispatch())])
+    assert killed, "the batch ran no statement inside its transaction"
+    assert [r.already_enqueued for r in results] == [False, False]
+    assert row_count(db) == 3
+    app_db.close()
