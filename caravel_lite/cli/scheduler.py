@@ -4,7 +4,9 @@ SIGTERM or SIGINT.
 ``MODULE:ATTR`` names the application's QueueScheduler, or a callable returning one
 (called once, without arguments); the scheduler brings its queue and database. Run as
 many as you like, on as many machines: they converge on one job per slot. With
-``--once``, one pass and exit, printing ``{"enqueued": N}`` (for an external cron).
+``--once``, one pass and exit, printing ``{"enqueued": N}`` (for an external cron; a
+cron schedule run that way needs a catch_up at least as long as the time between
+passes, since an occurrence before the process started is a missed slot).
 
 A database outage is ridden out for up to --max-outage seconds (default 60). Exit
 codes: 0 after a clean stop; 1 when the schema is not migrated, the database stayed
