@@ -199,3 +199,52 @@ def test_run_raises_without_max_outage_and_once_the_budget_is_spent(db, connect)
         else:
             assert flaky.failures >= 2  # waited, tried again, then gave up
     assert job_count(db) == 0
+
+
+def _kill_other_connections(db, backend: str) -> int:
+    """Terminate every other session on this database (the scheduler's)."""
+    if backend == "postgres":
+        rows = db.execute_sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchall()
+        return len(rows)
+    ids = [row[0] for row in db.execute_sql(
+        "SELECT ID FROM information_schema.PROCESSLIST "
+        "WHERE DB = DATABASE() AND ID <> CONNECTION_ID()").fetchall()]
+    for ident in ids:
+        db.execute_sql(f"KILL CONNECTION {int(ident)}")
+    return len(ids)
+
+
+@pytest.mark.backends("postgres", "mysql")
+def test_a_running_scheduler_survives_a_killed_connection(db, connect, backend):
+    # open_database's databases reconnect on the next statement outside a transaction;
+    # max_outage covers a server that takes a while to come back.
+    scheduler = QueueScheduler(make_queue(connect()))
+    scheduler.every("beat", timedelta(seconds=1), Tick(1), queue=QUEUE, tenant_id=TENANT,
+                    catch_up=timedelta(seconds=5))
+    stop = threading.Event()
+    errors: List[BaseException] = []
+
+    def main() -> None:
+        try:
+            scheduler.run(stop=stop, max_outage=30)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            scheduler.queue.db.close()
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: job_count(db) >= 2, timeout=30, message="two slots")
+        assert _kill_other_connections(db, backend) >= 1
+        before = job_count(db)
+        wait_for(lambda: job_count(db) >= before + 2, timeout=30,
+                 message="two more slots after the killed connection")
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not errors and not thread.is_alive()
+    slots = sorted(int(k.rsplit(":", 1)[1]) for k in keys(db))
+    assert slots == list(range(slots[0], slots[0] + len(slots)))
