@@ -11,7 +11,7 @@ from caravel_lite.errors import SchemaNotReady
 from caravel_lite.migrator import check_schema
 
 
-def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(subparsers: common.Subparsers) -> None:
     cmd = subparsers.add_parser("check", help="fail unless the schema is fully migrated",
                                 description=__doc__.replace("``", ""))
     common.add_database_argument(cmd)

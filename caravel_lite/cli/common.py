@@ -20,7 +20,7 @@ import os
 import re
 import sys
 import traceback
-from typing import Any, Iterable, List, Optional, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, TextIO
 from urllib.parse import unquote, urlsplit
 
 import peewee
@@ -34,6 +34,10 @@ from caravel_lite.registry import JobRegistry
 DATABASE_ENV = "CARAVEL_DATABASE_URL"
 APP_DATABASE_ENV = "CARAVEL_APP_DATABASE_URL"
 DEBUG_ENV = "CARAVEL_DEBUG"
+
+if TYPE_CHECKING:
+    # What ``register(subparsers)`` receives (generic only in the type stubs).
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 OK = 0
 FAULT = 1
@@ -152,7 +156,7 @@ def database_url(args: argparse.Namespace, flag: str = "--database",
                  env: str = DATABASE_ENV, required: bool = True) -> Optional[str]:
     """The URL given by ``flag``, else by ``env``; registered for masking. Raises
     :class:`UsageError` when neither is set and the flag is required."""
-    url = getattr(args, flag.lstrip("-").replace("-", "_"))
+    url: Optional[str] = getattr(args, flag.lstrip("-").replace("-", "_"))
     if url is None or not url.strip():
         url = os.environ.get(env, "").strip() or None
     if url is None:

@@ -9,7 +9,7 @@ from caravel_lite.cli import common
 from caravel_lite.migrator import migrate
 
 
-def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(subparsers: common.Subparsers) -> None:
     cmd = subparsers.add_parser("migrate", help="apply pending schema migrations",
                                 description=__doc__.replace("``", ""))
     common.add_database_argument(cmd)

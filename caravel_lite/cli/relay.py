@@ -15,6 +15,7 @@ import argparse
 import json
 import signal
 import threading
+from types import FrameType
 from typing import List, Optional
 
 from caravel_lite.cli import common
@@ -43,7 +44,7 @@ def _interval(text: str) -> float:
     return value
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: common.Subparsers) -> None:
     cmd = subparsers.add_parser("relay", help="dispatch committed outbox intents into the queue",
                                 description=__doc__.replace("``", ""),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -122,7 +123,7 @@ def _run_until_signalled(relay: OutboxRelay, args: argparse.Namespace
             # Peewee connections belong to the thread that opened them.
             common.close_quietly(relay.db, relay.queue.db)
 
-    def request_stop(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    def request_stop(signum: int, frame: Optional[FrameType]) -> None:
         stop.set()
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}

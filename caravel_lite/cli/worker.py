@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import threading
 from datetime import timedelta
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import peewee
 
@@ -25,7 +25,7 @@ from caravel_lite.options import QueueOptions
 from caravel_lite.validation import check_queue
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: common.Subparsers) -> None:
     cmd = subparsers.add_parser("worker", help="run a worker until SIGTERM/SIGINT",
                                 description=__doc__.replace("``", ""),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _options(args: argparse.Namespace) -> Optional[QueueOptions]:
-    values: dict = {}
+    values: Dict[str, Any] = {}
     if args.lease_seconds is not None:
         values["lease_duration"] = timedelta(seconds=args.lease_seconds)
         # Keep the default lifetime valid for leases longer than it.
