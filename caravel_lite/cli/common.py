@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import traceback
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, TextIO
 from urllib.parse import unquote, urlsplit
@@ -27,6 +28,7 @@ import peewee
 
 from caravel_lite.dialect import open_database
 from caravel_lite.errors import SchemaNotReady
+from caravel_lite.migrator import check_schema
 from caravel_lite.options import QueueOptions
 from caravel_lite.queue import DatabaseQueue
 from caravel_lite.registry import JobRegistry
@@ -195,6 +197,43 @@ def close_quietly(*databases: Optional[peewee.Database]) -> None:
                 db.close()
             except Exception:  # the connection is already gone; nothing to release
                 pass
+
+
+def rides_out(queue: DatabaseQueue, exc: BaseException) -> bool:
+    """Whether waiting could have fixed ``exc`` (a lost connection, not a refusal)."""
+    from caravel_lite.outage import rides_out as waiting_helps
+
+    return waiting_helps(exc, queue.dialect)
+
+
+def wait_for_schema(queue: DatabaseQueue, stop: threading.Event,
+                    max_outage: Optional[float], what: str,
+                    others: Sequence[peewee.Database] = ()) -> bool:
+    """Check that the queue's database (and ``others``) are migrated before a long run.
+
+    With ``max_outage`` a database that is away is waited for as the running loop
+    would wait for it (one warning, jittered back-off, at most ``max_outage``); a
+    refused login or a missing schema ends it at once. Returns False when ``stop`` was
+    set meanwhile. Without ``max_outage`` the first error propagates."""
+    from caravel_lite.outage import OutagePolicy
+
+    databases = [queue.db, *others]
+    policy = (OutagePolicy(max_outage, databases, queue.dialect, what=what)
+              if max_outage is not None else None)
+    while not stop.is_set():
+        try:
+            for db in databases:
+                check_schema(db)
+        except Exception as exc:
+            if policy is None:
+                raise
+            if policy.failed(exc, stop.wait):  # re-raises when waiting cannot help
+                return False
+            continue
+        if policy is not None:
+            policy.succeeded()
+        return True
+    return False
 
 
 # -- MODULE:ATTR --------------------------------------------------------------------------

@@ -1,13 +1,15 @@
-"""``caravel-lite worker MODULE:ATTR --queue NAME``: run a worker until SIGTERM or
-SIGINT.
+"""``caravel-lite worker MODULE:ATTR --queue NAME [--queue NAME ...]``: run a worker
+until SIGTERM or SIGINT.
 
 ``MODULE:ATTR`` names the application's JobRegistry (the queue is then opened on
 ``--database``, default ``$CARAVEL_DATABASE_URL``), its DatabaseQueue (whose database,
 options and telemetry are used), or a callable returning either.
 
-Exit codes: 0 after a clean stop (a running handler is cancelled and its job left
-leased for another worker); 1 when the schema is not migrated or the worker faulted
-on an infrastructure error; 2 for bad arguments. Always one line on stderr.
+Exit codes: 0 after a clean stop (claimed jobs that did not start are handed back;
+running handlers get ``--shutdown-timeout`` to finish, one cancelled leaves its job
+leased for another worker); 1 when the schema is not migrated, the login is refused,
+the worker faulted, or the database stayed away longer than ``--max-outage``; 2 for
+bad arguments. Every failure is one line on stderr.
 """
 from __future__ import annotations
 
@@ -20,9 +22,11 @@ import peewee
 
 from caravel_lite.cli import common
 from caravel_lite.errors import InvalidField
-from caravel_lite.migrator import check_schema
 from caravel_lite.options import QueueOptions
+from caravel_lite.queue import DatabaseQueue
 from caravel_lite.validation import check_queue
+
+DEFAULT_MAX_OUTAGE = 60.0
 
 
 def register(subparsers: common.Subparsers) -> None:
@@ -32,18 +36,32 @@ def register(subparsers: common.Subparsers) -> None:
     cmd.add_argument("target", metavar="MODULE:ATTR",
                      help="the application's JobRegistry or DatabaseQueue, or a callable "
                           "returning one, e.g. myapp.jobs:registry")
-    cmd.add_argument("--queue", required=True, metavar="NAME", dest="queue_name",
-                     help="name of the queue to work on")
+    cmd.add_argument("--queue", required=True, action="append", metavar="NAME",
+                     dest="queue_names",
+                     help="a queue to work on; repeat it for several (earlier ones first, "
+                          "every queue still served under load)")
     common.add_database_argument(cmd, what="the queue database (with a JobRegistry)")
-    cmd.add_argument("--prefetch", type=int, default=1, metavar="N",
-                     help="jobs leased per claim, 1..100 (default 1)")
+    cmd.add_argument("--concurrency", type=int, default=1, metavar="N",
+                     help="jobs run at once: N handler threads, or N tasks on one event "
+                          "loop for async handlers (default 1)")
+    cmd.add_argument("--prefetch", type=int, default=None, metavar="N",
+                     help="jobs leased ahead of free slots, 1..100 (default: judged from "
+                          "recent handler durations)")
+    cmd.add_argument("--shutdown-timeout", type=float, default=None, metavar="S",
+                     help="on SIGTERM, how long running handlers get to finish "
+                          "(default 10)")
+    cmd.add_argument("--max-outage", type=float, default=DEFAULT_MAX_OUTAGE, metavar="S",
+                     help="ride out a database outage for up to S seconds, then exit 1; "
+                          f"0 exits at the first database failure (default "
+                          f"{DEFAULT_MAX_OUTAGE:g})")
     cmd.add_argument("--lease-seconds", type=float, default=None, metavar="S",
                      help="lease duration in seconds (default 300; with a JobRegistry)")
     cmd.add_argument("--renew-seconds", type=float, default=None, metavar="S",
                      help="renew the lease every S seconds while a handler runs "
                           "(default off; with a JobRegistry)")
     cmd.add_argument("--poll-interval", type=float, default=1.0, metavar="S",
-                     help="seconds to wait when the queue is empty (default 1)")
+                     help="how often an idle worker re-reads its queues when no change "
+                          "signal woke it (default 1)")
     cmd.add_argument("--scheduler", default=None, metavar="MODULE:ATTR",
                      help="also run this QueueScheduler (or a callable returning one) on a "
                           "thread of its own in this process; it stops with the worker")
@@ -71,34 +89,62 @@ def _option_flags(args: argparse.Namespace) -> List[str]:
             if value is not None]
 
 
+def _max_outage(args: argparse.Namespace) -> Optional[float]:
+    if args.max_outage < 0:
+        raise common.UsageError(f"--max-outage must be 0 or more seconds, got {args.max_outage:g}")
+    return args.max_outage or None  # 0: no riding out; the first failure ends the worker
+
+
+def _fault(queue: DatabaseQueue, exc: BaseException,
+           max_outage: Optional[float]) -> common.CommandFailed:
+    """The one line for a database error that ended the worker."""
+    if max_outage is not None and common.rides_out(queue, exc):
+        reason = "database unavailable for longer than --max-outage"
+    else:
+        reason = "worker faulted"
+    return common.CommandFailed(f"{reason}: {common.described(exc)}")
+
+
 def run(args: argparse.Namespace) -> int:
     from caravel_lite.cli.scheduler import start_beside
     from caravel_lite.worker import QueueWorker, handle_signals
 
     try:
-        check_queue(args.queue_name)
+        for name in args.queue_names:
+            check_queue(name)
     except InvalidField as exc:
         raise common.UsageError(common.one_line(exc)) from None
+    max_outage = _max_outage(args)
+    args.max_outage = max_outage  # what --scheduler inherits (None: no riding out)
     queue = common.load_queue(args, args.target, _options(args), _option_flags(args))
     try:
+        settings: Dict[str, Any] = {"concurrency": args.concurrency, "prefetch": args.prefetch,
+                                    "poll_interval": args.poll_interval}
+        if args.shutdown_timeout is not None:
+            settings["shutdown_timeout"] = args.shutdown_timeout
         try:
-            worker = QueueWorker(queue, poll_interval=args.poll_interval,
-                                 prefetch=args.prefetch)
+            worker = QueueWorker(queue, **settings)
         except InvalidField as exc:
             raise common.UsageError(common.one_line(exc)) from None
-        check_schema(queue.db)
         common.configure_logging(args.log_level)
         stop = threading.Event()
-        beside = start_beside(args, args.scheduler, stop)
-        try:
-            with handle_signals(stop):
-                worker.run(args.queue_name, stop=stop)
-        except peewee.PeeweeException as exc:
-            raise common.CommandFailed(f"worker faulted: {common.described(exc)}") from exc
-        finally:
-            stop.set()  # the scheduler stops with the worker, whatever ended it
-            for thread in beside:
-                thread.join()
+        with handle_signals(stop):
+            try:
+                if not common.wait_for_schema(queue, stop, max_outage, "worker"):
+                    return common.OK  # stopped while the database was away
+            except peewee.PeeweeException as exc:
+                raise _fault(queue, exc, max_outage) from exc
+            beside = start_beside(args, args.scheduler, stop)
+            try:
+                worker.run(args.queue_names, stop=stop, max_outage=max_outage)
+            except InvalidField as exc:  # the queue names, as the worker judges them
+                raise common.UsageError(common.one_line(exc)) from None
+            except peewee.PeeweeException as exc:
+                raise _fault(queue, exc, max_outage) from exc
+            finally:
+                stop.set()  # the scheduler stops with the worker, whatever ended it
+                for thread in beside:
+                    thread.join()
         for thread in beside:
             thread.raise_fault()  # a scheduler fault stopped the worker: exit 1
     finally:

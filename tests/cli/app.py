@@ -10,7 +10,9 @@ completes it.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from caravel_lite import DatabaseQueue, JobContext, JobRegistry, QueueOptions, open_database
 
@@ -32,6 +34,42 @@ registry = JobRegistry()
 @registry.job("tests.cli.note.v1", Note)
 def note(job: Note, ctx: JobContext) -> None:
     pass
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Waits until ``together`` Gate handlers have started (files in
+    CARAVEL_TEST_GATE_DIR); fails after 20 s, so it completes only when that many
+    run at the same time."""
+
+    together: int
+
+
+@registry.job("tests.cli.gate.v1", Gate)
+def gate(job: Gate, ctx: JobContext) -> None:
+    directory = Path(os.environ["CARAVEL_TEST_GATE_DIR"])
+    (directory / f"{ctx.job_id}.started").touch()
+    deadline = time.monotonic() + 20
+    while len(list(directory.glob("*.started"))) < job.together:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the gate jobs did not run together")
+        time.sleep(0.02)
+
+
+@dataclass(frozen=True)
+class Stubborn:
+    """Announces itself in CARAVEL_TEST_READY, then ignores cancellation for
+    ``seconds``."""
+
+    seconds: float
+
+
+@registry.job("tests.cli.stubborn.v1", Stubborn)
+def stubborn(job: Stubborn, ctx: JobContext) -> None:
+    Path(os.environ["CARAVEL_TEST_READY"]).write_text(str(ctx.job_id))
+    deadline = time.monotonic() + job.seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def make_queue() -> DatabaseQueue:

@@ -16,9 +16,11 @@ COMMANDS = ("migrate", "check", "worker", "relay")
 
 
 def arguments(command: str, url: str) -> list:
-    """``command`` pointed at ``url`` for every database it takes."""
+    """``command`` pointed at ``url`` for every database it takes (a worker that does
+    not wait out an outage: these tests are about the first failure)."""
     if command == "worker":
-        return ["worker", REGISTRY, "--queue", "cli-work", "--database", url]
+        return ["worker", REGISTRY, "--queue", "cli-work", "--database", url,
+                "--max-outage", "0"]
     if command == "relay":
         return ["relay", REGISTRY, "--app-database", url, "--database", url]
     return [command, "--database", url]
@@ -145,3 +147,15 @@ def test_a_module_that_fails_on_import_is_a_fault_not_a_usage_error():
     assert done.returncode == 1
     assert procs.one_line(done.stderr) == (
         "caravel-lite worker: RuntimeError: the application module is broken")
+
+
+def test_a_worker_that_cannot_reach_its_database_exits_1_after_max_outage(tmp_path):
+    url = f"sqlite:///{tmp_path / 'no-such-directory' / 'queue.sqlite'}"
+    done = procs.run("worker", REGISTRY, "--queue", "cli-work", "--database", url,
+                     "--max-outage", "1")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert "database unavailable (OperationalError); retrying for up to 1 s" in lines[0]
+    assert lines[-1].startswith("caravel-lite worker: database unavailable for longer than "
+                                "--max-outage: OperationalError: "), done.stderr
