@@ -470,6 +470,10 @@ class Reconnect:
         self._reconnecting(lambda: super(Reconnect, self).begin(*args, **kwargs))
 
     def _reconnecting(self, action: Callable[[], T]) -> T:
+        if self.is_closed():
+            # No connection yet: this statement opens the first one, and failing to open
+            # it is not a dropped connection (no warning, no second attempt).
+            return action()
         try:
             return action()
         except (peewee.OperationalError, peewee.InterfaceError) as exc:
