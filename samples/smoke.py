@@ -4,10 +4,10 @@
 Builds a wheel from this checkout, installs it into a fresh virtual environment outside
 the checkout, and drives ``python -m caravel_lite.sample`` through the crash-and-recover
 story, continuous mode, a hard kill, a SIGTERM in the middle of a job, the read-only
-status command, an unmigrated directory and the ``caravel-lite`` console script. Every
-command is a separate process of the new environment (its python or its script), started
-from a directory outside the checkout, so the installed wheel (not the source tree) is
-what runs.
+status command, an unmigrated directory, the ``caravel-lite`` console script and the
+dashboard (installed with the ``web`` extra). Every command is a separate process of
+the new environment (its python or its script), started from a directory outside the
+checkout, so the installed wheel (not the source tree) is what runs.
 
     python samples/smoke.py                                    # SQLite only
     python samples/smoke.py --databases sqlite,postgres,mysql  # also the servers
@@ -32,7 +32,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Optional
+import urllib.error
+import urllib.request
+from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -522,6 +524,59 @@ def console_script(smoke: Smoke, backend: str) -> None:
     step(f"{tag} caravel-lite console script", run)
 
 
+def dashboard(smoke: Smoke, backend: str) -> None:
+    """``caravel-lite dashboard`` from the wheel with the ``web`` extra: it serves the
+    overview, the jobs page and its own stylesheet (templates and assets came with the
+    wheel), refuses an action without authentication, and stops on SIGTERM."""
+    t = smoke.new_target(backend)
+    tag = f"[{backend}]"
+    script = os.path.join(os.path.dirname(smoke.python), "caravel-lite")
+    env = smoke.env(t, {"CARAVEL_DATABASE_URL": smoke.target_url(t)})
+
+    def run() -> str:
+        done = subprocess.run([script, "migrate"], cwd=smoke.work, env=env,
+                              capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
+        check(done.returncode == 0, f"migrate: {done.stderr.strip()[-800:]}")
+        log_path = os.path.join(smoke.work, f"dashboard-{backend}.log")
+        with open(log_path, "w") as log:
+            process = subprocess.Popen([script, "dashboard", "--bind", "127.0.0.1:0"],
+                                       cwd=smoke.work, env=env, stdout=log,
+                                       stderr=subprocess.STDOUT)
+        smoke.running.append(process)
+
+        def serving() -> Optional[str]:
+            with open(log_path) as stream:
+                for line in stream:
+                    if "serving http://" in line:
+                        return line.split("serving ")[1].split()[0]
+            if process.poll() is not None:
+                raise SmokeFailure(f"the dashboard exited {process.returncode}: "
+                                   f"{open(log_path).read()[-800:]}")
+            return None
+        base = str(smoke.wait_for("the dashboard to listen", serving))
+
+        def status(path: str, data: Optional[bytes] = None) -> Tuple[int, bytes]:
+            request = urllib.request.Request(base.rstrip("/") + path, data=data)
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    return response.status, response.read()
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.read()
+        code, body = status("/")
+        check(code == 200 and b"<h1>Overview" in body, f"GET / answered {code}")
+        for path in ("/jobs", "/dead-letters", "/static/dashboard.css",
+                     "/static/dashboard.js"):
+            code, _ = status(path)
+            check(code == 200, f"GET {path} answered {code}")
+        code, _ = status("/actions/replay", b"job_id=00000000-0000-0000-0000-000000000000")
+        check(code == 403, f"an action without authentication answered {code}, not 403")
+        exit_code = smoke.stop_worker(process, signal.SIGTERM)
+        check(exit_code == 0, f"the dashboard exited {exit_code} on SIGTERM")
+        return "overview, jobs, assets 200; action without auth 403; SIGTERM exit 0"
+
+    step(f"{tag} caravel-lite dashboard (extra web)", run)
+
+
 # -- building and installing --------------------------------------------------------------
 
 
@@ -548,7 +603,8 @@ def build_and_install(work: str, backends: List[str]) -> str:
 
     def install() -> str:
         subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=300)
-        extras = sorted({EXTRAS[b] for b in backends if b in EXTRAS})
+        # "web": the dashboard, whose templates and assets must ship in the wheel.
+        extras = sorted({EXTRAS[b] for b in backends if b in EXTRAS} | {"web"})
         requirement = os.path.join(dist, wheel) + (f"[{','.join(extras)}]" if extras else "")
         done = subprocess.run([python, "-m", "pip", "install", "--quiet",
                                "--disable-pip-version-check", requirement],
@@ -599,6 +655,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             seeded_status(smoke, backend)
             unmigrated(smoke, backend)
             console_script(smoke, backend)
+            dashboard(smoke, backend)
     except SmokeFailure as exc:
         say(f"FAILED: {exc}")
         return 1
