@@ -21,7 +21,7 @@ import re
 import sys
 import threading
 import traceback
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence, TextIO
 from urllib.parse import unquote, urlsplit
 
 import peewee

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 from typing import List, Optional, Tuple
+from urllib.parse import urlsplit, urlunsplit
 
 
 class Proxy:
@@ -78,3 +79,11 @@ class Proxy:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+def through(proxy: Proxy, url: str) -> str:
+    """``url`` with its host and port replaced by the proxy's."""
+    parts = urlsplit(url)
+    credentials = parts.netloc.rpartition("@")[0]
+    netloc = (credentials + "@" if credentials else "") + f"127.0.0.1:{proxy.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

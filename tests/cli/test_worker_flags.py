@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import signal
 import time
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 
 from caravel_lite import DatabaseQueue, Dispatch, JobState
 from tests.cli import procs
 from tests.cli.app import OTHER_QUEUE, QUEUE, TENANT, Gate, Note, Stubborn, registry
-from tests.cli.proxy import Proxy
+from tests.cli.proxy import Proxy, through
 from tests.support import wait_for
 
 REGISTRY = "tests.cli.app:registry"
@@ -87,13 +87,6 @@ def test_out_of_range_runtime_flags_exit_2(flag, value):
                      "--database", "sqlite:///never-opened.db")
     assert done.returncode == 2, done.stderr
     assert procs.one_line(done.stderr).startswith("caravel-lite worker: ")
-
-
-def through(proxy: Proxy, url: str) -> str:
-    parts = urlsplit(url)
-    credentials = parts.netloc.rpartition("@")[0]
-    netloc = (credentials + "@" if credentials else "") + f"127.0.0.1:{proxy.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 @pytest.mark.backends("postgres", "mysql")
