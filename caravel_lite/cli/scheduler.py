@@ -39,8 +39,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     cmd.add_argument("--once", action="store_true",
                      help="enqueue what is due now, print {\"enqueued\": N} and exit")
     cmd.add_argument("--max-outage", type=float, default=60.0, metavar="S",
-                     help="ride out a database outage for up to S seconds, then exit 1 "
-                          "(default 60)")
+                     help="ride out a database outage for up to S seconds, then exit 1; "
+                          "0: exit at the first failure (default 60)")
     common.add_log_level_argument(cmd)
     cmd.set_defaults(run=run)
 
@@ -59,29 +59,49 @@ def load_scheduler(args: argparse.Namespace, spec: str) -> QueueScheduler:
     return target
 
 
+def _max_outage(args: argparse.Namespace) -> Optional[float]:
+    """As the worker reads it: 0 means no riding out (the first failure ends the
+    command), more is a budget in seconds."""
+    if args.max_outage == 0:
+        return None
+    try:
+        return check_max_outage(args.max_outage)
+    except InvalidField as exc:
+        raise common.UsageError(f"--max-outage: {common.one_line(exc)}") from None
+
+
+def _fault(scheduler: QueueScheduler, exc: BaseException,
+           max_outage: Optional[float]) -> common.CommandFailed:
+    if max_outage is not None and common.rides_out(scheduler.queue, exc):
+        reason = "database unavailable for longer than --max-outage"
+    else:
+        reason = "scheduler faulted"
+    return common.CommandFailed(f"{reason}: {common.described(exc)}")
+
+
 def run(args: argparse.Namespace) -> int:
     from caravel_lite.worker import handle_signals
 
-    try:
-        max_outage = check_max_outage(args.max_outage)
-    except InvalidField as exc:
-        raise common.UsageError(common.one_line(exc)) from None
+    max_outage = _max_outage(args)
     scheduler = load_scheduler(args, args.target)
-    db = scheduler.queue.db
     try:
-        check_schema(db)
         common.configure_logging(args.log_level)
-        try:
-            if args.once:
+        if args.once:
+            try:
+                check_schema(scheduler.queue.db)
                 print(json.dumps({"enqueued": scheduler.run_once()}))
-                return common.OK
-            stop = threading.Event()
-            with handle_signals(stop):
-                scheduler.run(stop=stop, max_outage=max_outage)
-        except peewee.PeeweeException as exc:
-            raise common.CommandFailed(f"scheduler faulted: {common.described(exc)}") from exc
+            except peewee.PeeweeException as exc:
+                raise _fault(scheduler, exc, None) from exc
+            return common.OK
+        stop = threading.Event()
+        with handle_signals(stop):
+            try:
+                if common.wait_for_schema(scheduler.queue, stop, max_outage, "scheduler"):
+                    scheduler.run(stop=stop, max_outage=max_outage)
+            except peewee.PeeweeException as exc:
+                raise _fault(scheduler, exc, max_outage) from exc
     finally:
-        common.close_quietly(db)
+        common.close_quietly(scheduler.queue.db)
     return common.OK
 
 
@@ -119,8 +139,7 @@ class SchedulerThread:
     def raise_fault(self) -> None:
         """Raise CommandFailed if the scheduler faulted."""
         if self.error is not None:
-            raise common.CommandFailed(
-                f"scheduler faulted: {common.described(self.error)}") from self.error
+            raise _fault(self.scheduler, self.error, self.max_outage) from self.error
 
 
 def start_beside(args: argparse.Namespace, spec: Optional[str],
@@ -131,6 +150,7 @@ def start_beside(args: argparse.Namespace, spec: Optional[str],
     if spec is None:
         return []
     scheduler = load_scheduler(args, spec)
-    check_schema(scheduler.queue.db)
     max_outage = check_max_outage(getattr(args, "max_outage", None))
+    if not common.wait_for_schema(scheduler.queue, stop, max_outage, "scheduler"):
+        return []  # stopped while the database was away
     return [SchedulerThread(scheduler, stop, max_outage).start()]

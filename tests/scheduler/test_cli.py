@@ -107,7 +107,7 @@ def test_bad_targets_and_arguments_exit_2():
             result = procs.run(command, target)
             assert result.returncode == 2, (command, target, result.stderr)
             assert procs.one_line(result.stderr).startswith(f"caravel-lite {command}: ")
-    for bad in ("0", "-1", "1e9"):
+    for bad in ("-1", "1e9"):
         result = procs.run("scheduler", TARGET, "--max-outage", bad)
         assert result.returncode == 2, result.stderr
         assert "max_outage" in procs.one_line(result.stderr)
@@ -119,3 +119,19 @@ def test_the_password_of_the_schedulers_database_is_masked():
     assert result.returncode == 1
     assert "s3cret-Pa55" not in result.stderr + result.stdout
     assert procs.one_line(result.stderr).startswith("caravel-lite scheduler: ")
+
+
+def test_an_unreachable_database_is_waited_for_up_to_max_outage():
+    url = "postgresql://postgres:s3cret-Pa55@127.0.0.1:9/nowhere"
+    env = {"CARAVEL_DATABASE_URL": url}
+    waited = procs.run("scheduler", TARGET, "--max-outage", "1", env=env)
+    assert waited.returncode == 1
+    line = procs.one_line(waited.stderr.splitlines()[-1])
+    assert line.startswith("caravel-lite scheduler: database unavailable for longer than "
+                           "--max-outage: ")
+    warnings = [l for l in waited.stderr.splitlines()[:-1] if "retrying for up to" in l]
+    assert len(warnings) == 1  # the outage's one warning
+    assert "s3cret-Pa55" not in waited.stderr
+    at_once = procs.run("scheduler", TARGET, "--max-outage", "0", env=env)
+    assert at_once.returncode == 1
+    assert procs.one_line(at_once.stderr).startswith("caravel-lite scheduler: scheduler faulted: ")
