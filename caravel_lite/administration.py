@@ -10,32 +10,38 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Iterable, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Union
 
 import peewee
 from peewee import Case, fn
 
 from caravel_lite import validation
 from caravel_lite.admin import retention
-from caravel_lite.clock import floor_ms, from_ms, now_micros
+from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros
 from caravel_lite.schema import bind_models
 from caravel_lite.values import (Failure, JobState, JobStatus, PeekedJob, Priority,
                                  QueueCounts)
+
+if TYPE_CHECKING:
+    from caravel_lite.observability import Telemetry
 
 
 class Administration:
     """Tenant-scoped inspection and administration mixed into :class:`DatabaseQueue`."""
 
+    # Set by DatabaseQueue.__init__; declared here for type checkers.
     db: peewee.Database
+    clock: Clock
+    telemetry: Telemetry
 
     def __init__(self) -> None:
         self._jobs, _ = bind_models(self.db)
         self._pruner = retention.Pruner(self.db)
 
     def _now_ms(self) -> int:
-        return floor_ms(now_micros(self.clock))  # type: ignore[attr-defined]
+        return floor_ms(now_micros(self.clock))
 
-    def _scoped(self, job_id: object, queue: str, tenant_id: str):
+    def _scoped(self, job_id: object, queue: str, tenant_id: str) -> Any:  # a condition
         validation.check_queue(queue)
         validation.check_identity("tenant_id", tenant_id)
         Job = self._jobs
@@ -67,8 +73,8 @@ class Administration:
                           & (Job.state == JobState.DEAD_LETTER.value))
                    .execute())
         if changed:
-            self.telemetry.count("replayed", queue)  # type: ignore[attr-defined]
-        return changed == 1
+            self.telemetry.count("replayed", queue)
+        return int(changed) == 1
 
     def counts(self, queue: str, tenant_id: Optional[str] = None) -> QueueCounts:
         """Counts by category for ``queue`` (and only ``tenant_id``'s jobs when given),
@@ -80,7 +86,7 @@ class Administration:
         due = Job.available_at <= now_ms
         live = Job.lease_expires_at > now_ms
 
-        def total(condition) -> peewee.Node:
+        def total(condition: Any) -> peewee.Node:
             return fn.COALESCE(fn.SUM(Case(None, [(condition, 1)], 0)), 0)
 
         where = Job.queue == queue
@@ -100,8 +106,9 @@ class Administration:
         """How many jobs of ``queue`` are due now and waiting (the ready count)."""
         validation.check_queue(queue)
         Job = self._jobs
-        return (Job.select().where((Job.queue == queue) & (Job.state == JobState.PENDING.value)
-                                   & (Job.available_at <= self._now_ms())).count())
+        return int(Job.select().where((Job.queue == queue)
+                                      & (Job.state == JobState.PENDING.value)
+                                      & (Job.available_at <= self._now_ms())).count())
 
     def peek(self, queue: str) -> Optional[PeekedJob]:
         """The job a claim would take next, without claiming it (expired leases that a
@@ -144,5 +151,5 @@ class Administration:
         Nothing is ever pruned automatically. A pruned job's idempotency key is
         forgotten: the same key can then create a new job."""
         chosen = retention.check_states(states)
-        cutoff = retention.cutoff_ms(older_than, now_micros(self.clock))  # type: ignore[attr-defined]
+        cutoff = retention.cutoff_ms(older_than, now_micros(self.clock))
         return self._pruner.prune(cutoff, chosen, queue, 1000)

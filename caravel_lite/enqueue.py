@@ -4,7 +4,7 @@ key) through the unique dedup index."""
 from __future__ import annotations
 
 import uuid
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import peewee
 
@@ -17,6 +17,13 @@ from caravel_lite.retry import budgeted, retrying
 from caravel_lite.schema import JOBS_TABLE
 from caravel_lite.statements import INSERT_COLUMNS
 from caravel_lite.values import Dispatch, EnqueueResult
+
+if TYPE_CHECKING:
+    from caravel_lite.dialect import Dialect
+    from caravel_lite.observability import Telemetry
+    from caravel_lite.options import QueueOptions
+    from caravel_lite.registry import JobRegistry
+    from caravel_lite.statements import BatchStatements, Statements
 
 # enqueue_many writes new jobs in multi-row INSERTs of at most this many rows (well
 # under every database's parameter limit), and redoes a batch that lost a key race
@@ -53,6 +60,21 @@ def _in_chain(exc: BaseException, kind: type) -> Optional[BaseException]:
 class Enqueuing:
     """The enqueue half of DatabaseQueue (it provides db, dialect, registry, options,
     telemetry, the prepared statements and the clock)."""
+
+    # Set by DatabaseQueue.__init__; declared here for type checkers.
+    db: peewee.Database
+    dialect: Dialect
+    registry: JobRegistry
+    options: QueueOptions
+    telemetry: Telemetry
+    _sql: Statements
+    _batch: BatchStatements
+    _max_statement_bytes: Optional[int]  # read once, on first use
+
+    if TYPE_CHECKING:  # DatabaseQueue's
+        def _now_us(self) -> int: ...
+
+        def _execute(self, sql: str, params: Sequence[Any]) -> Any: ...
 
     @budgeted
     def enqueue(self, job: Any, dispatch: Dispatch) -> EnqueueResult:
@@ -131,7 +153,7 @@ class Enqueuing:
             return []
         ids = [new_id() for _ in envelopes]
         # The first item of each key speaks for the key; later ones must match it.
-        first: dict = {}
+        first: Dict[str, int] = {}
         for index, envelope in enumerate(envelopes):
             key = envelope.dedup_key
             if key is None:
@@ -180,10 +202,10 @@ class Enqueuing:
         return results
 
     def _enqueue_batch(self, envelopes: List[Envelope], ids: List[uuid.UUID],
-                       first: dict, now_ms: int) -> dict:
+                       first: Dict[str, int], now_ms: int) -> Dict[str, uuid.UUID]:
         """One transaction: read which keys already have a job (raising on a conflict),
         insert the rest, enqueued at ``now_ms``. Returns {dedup key: existing job id}."""
-        stored: dict = {}
+        stored: Dict[str, uuid.UUID] = {}
         with self.dialect.write_transaction(self.db):
             keys = list(first)
             for start in range(0, len(keys), INSERT_CHUNK):
@@ -207,7 +229,7 @@ class Enqueuing:
         limit = self.__dict__.get("_max_statement_bytes", _UNREAD)
         if limit is _UNREAD:
             limit = self._max_statement_bytes = self.dialect.statement_limit(self.db)
-        return limit  # type: ignore[return-value]
+        return cast(Optional[int], limit)
 
     def _drop_connection(self) -> None:
         """Close this thread's connection after the server dropped it, so the next

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Set, Tuple
 
 import peewee
 
@@ -93,7 +93,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
     def _fenced(self, sql: str, params: Sequence[Any]) -> int:
         """Run a conditional UPDATE, retrying lock conflicts; returns rows matched."""
         return retrying(self.dialect, self.db,
-                        lambda: self.db.execute_sql(sql, params).rowcount)
+                        lambda: int(self.db.execute_sql(sql, params).rowcount))
 
     # -- claim -------------------------------------------------------------------------
 
@@ -181,7 +181,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         now_ms = floor_ms(self._now_us())
         pending: List[int] = []
         repeats: List[int] = []
-        seen: set = set()
+        seen: Set[str] = set()
         for index, lease in enumerate(leases):
             ident = str(lease.job_id)
             # Two leases of one job cannot share a statement (one CASE arm per id);
@@ -200,7 +200,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
             results[index] = self.complete(leases[index])
         return results
 
-    def _complete_group(self, group: List[QueueLease], now_ms: int) -> set:
+    def _complete_group(self, group: List[QueueLease], now_ms: int) -> Set[str]:
         if len(group) == 1:
             lease = group[0]
             return {str(lease.job_id)} if self._complete_raw(lease, now_ms) else set()

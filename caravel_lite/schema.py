@@ -7,7 +7,7 @@ come from :func:`bind_models`. Instants are BIGINT epoch milliseconds everywhere
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple, Type
+from typing import Any, Dict, Optional, Sequence, Tuple, Type
 
 import peewee
 
@@ -19,8 +19,11 @@ OUTBOX_TABLE = "caravel_outbox"
 FAILURES_TABLE = "caravel_failures"
 HISTORY_TABLE = "caravel_migrations"
 
+# A Model subclass whose columns are set at run time: a type checker cannot see them.
+RuntimeModel = Any
 
-def exact_text(dialect: Dialect, max_length: int, **kwargs) -> peewee.CharField:
+
+def exact_text(dialect: Dialect, max_length: int, **kwargs: Any) -> peewee.CharField:
     """A VARCHAR that compares exactly (case and trailing spaces) on every database."""
     return peewee.CharField(max_length=max_length, collation=dialect.exact_collation, **kwargs)
 
@@ -28,7 +31,8 @@ def exact_text(dialect: Dialect, max_length: int, **kwargs) -> peewee.CharField:
 def payload_field(dialect: Dialect) -> peewee.TextField:
     """A text column that holds at least 1 MiB (MEDIUMTEXT on MariaDB/MySQL, whose TEXT
     stops at 64 KiB)."""
-    cls = type("PayloadField", (peewee.TextField,), {"field_type": dialect.payload_type})
+    cls: Type[peewee.TextField] = type("PayloadField", (peewee.TextField,),
+                                       {"field_type": dialect.payload_type})
     return cls()
 
 
@@ -166,19 +170,20 @@ OUTBOX_INDEXES: Tuple[IndexSpec, ...] = (
 
 def build_model(db: peewee.Database, table: str, columns: Dict[str, peewee.Field],
                 indexes: Sequence[IndexSpec] = (),
-                primary_key: Optional[Tuple[str, ...]] = None) -> Type[peewee.Model]:
+                primary_key: Optional[Tuple[str, ...]] = None) -> RuntimeModel:
     """A Peewee model bound to ``db`` for ``table`` with the given columns and indexes
     (declared, as the migrations created them; the model never creates them).
     ``primary_key`` names the columns of a composite key."""
-    meta_attrs: dict = {"database": db, "table_name": table, "legacy_table_names": False}
+    meta_attrs: Dict[str, Any] = {"database": db, "table_name": table,
+                                  "legacy_table_names": False}
     if primary_key is not None:
         meta_attrs["primary_key"] = peewee.CompositeKey(*primary_key)
     meta = type("Meta", (), meta_attrs)
-    attrs: dict = dict(columns)
+    attrs: Dict[str, Any] = dict(columns)
     attrs["Meta"] = meta
     attrs["__module__"] = __name__
     name = "".join(part.title() for part in table.split("_"))
-    model = type(name, (peewee.Model,), attrs)
+    model: RuntimeModel = type(name, (peewee.Model,), attrs)
     for spec in indexes:
         model.add_index(peewee.ModelIndex(
             model, [model._meta.columns[c] for c in spec.columns], unique=spec.unique,
@@ -186,7 +191,7 @@ def build_model(db: peewee.Database, table: str, columns: Dict[str, peewee.Field
     return model
 
 
-def bind_models(db: peewee.Database) -> Tuple[Type[peewee.Model], Type[peewee.Model]]:
+def bind_models(db: peewee.Database) -> Tuple[RuntimeModel, RuntimeModel]:
     """Runtime (jobs, outbox) models bound to ``db``. Never creates tables."""
     dialect = dialect_of(db)
     jobs = build_model(db, JOBS_TABLE, job_columns(dialect), job_indexes(dialect))
@@ -223,7 +228,7 @@ FAILURE_INDEXES: Tuple[IndexSpec, ...] = (
 )
 
 
-def failures_model(db: peewee.Database) -> Type[peewee.Model]:
+def failures_model(db: peewee.Database) -> RuntimeModel:
     """The runtime model of the failure history, bound to ``db``. Never creates it."""
     return build_model(db, FAILURES_TABLE, failure_columns(dialect_of(db)),
                        FAILURE_INDEXES, primary_key=FAILURES_KEY)
