@@ -36,7 +36,8 @@ def _postgres(db: peewee.Database, sql: str, params: Sequence) -> Plan:
     lines = [r[0] for r in db.execute_sql("EXPLAIN " + sql, params).fetchall()]
     index = None
     for line in lines:
-        for marker in ("Index Scan using ", "Index Only Scan using ", "Bitmap Index Scan on "):
+        for marker in ("Index Scan using ", "Index Only Scan using ", "Bitmap Index Scan on ",
+                       "Index Scan Backward using ", "Index Only Scan Backward using "):
             if marker in line:
                 index = line.split(marker, 1)[1].split(" ", 1)[0]
     return Plan(index,
@@ -50,7 +51,7 @@ def _mysql(db: peewee.Database, sql: str, params: Sequence) -> Plan:
     cursor = db.execute_sql("EXPLAIN " + sql, params)
     names = [d[0].lower() for d in cursor.description]
     rows = [dict(zip(names, r)) for r in cursor.fetchall()]
-    jobs = [r for r in rows if r.get("table") == "caravel_jobs"]
+    jobs = [r for r in rows if r.get("table") in ("caravel_jobs", "caravel_failures")]
     index = jobs[0]["key"] if jobs else None
     return Plan(index,
                 any(r.get("type") == "ALL" for r in jobs),
