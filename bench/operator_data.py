@@ -62,21 +62,23 @@ def rows(total: int, now_ms: int, seed: int = 7) -> Tuple[List[Tuple], List[Tupl
         available, attempts, token, expires, claimed = enqueued, 1, None, None, None
         last_failure, finished, state = None, None, "completed"
         job_id = _id(enqueued, rng)
-        if i >= total - total // 25:  # the newest 4%: not finished yet
-            if x < 0.6:
+        if i >= total - total // 100 and x < 0.5:  # the newest 1%: half not finished yet
+            if x < 0.35:
                 state, attempts = "pending", 0
-            elif x < 0.8:
+            elif x < 0.45:
                 state, attempts, available = "pending", 0, now_ms + rng.randint(1, DAY_MS)
             else:
                 state, token = "leased", uuid.uuid4().hex
                 claimed = now_ms - rng.randint(0, 60_000)
-                expires = claimed + (300_000 if x < 0.95 else -1000 - rng.randint(0, 10_000))
+                expires = claimed + (300_000 if x < 0.49 else -1000 - rng.randint(0, 10_000))
+        elif x < 0.002:  # an old backlog that nobody drains
+            state, attempts = "pending", 0
         elif x < 0.03:
             state, attempts, last_failure = "dead_letter", 3, "handler_failed"
         latency = int(rng.expovariate(1 / 200.0))
         if state in ("completed", "dead_letter"):
             claimed = available + latency
-            finished = claimed + int(rng.expovariate(1 / 500.0))
+            finished = min(claimed + int(rng.expovariate(1 / 500.0)), now_ms)
             if state == "completed" and x > 0.97:
                 attempts = 2
         for attempt in range(1, attempts + 1):

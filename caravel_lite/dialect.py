@@ -114,6 +114,16 @@ class Dialect:
     # Index names belong to their table (MariaDB/MySQL: DROP INDEX name ON table)
     # rather than to the schema (SQLite, PostgreSQL: DROP INDEX name).
     table_scoped_indexes: bool = False
+    # How a statement names the index it must read a table through, where the planner
+    # can be told and needs to be: SQLite keeps no histogram of a column's values
+    # (no STAT4 in Python's builds), so once statistics exist (ANALYZE, PRAGMA
+    # optimize) it can prefer a skip-scan of another index to a range of finished_at.
+    index_hint: Optional[str] = None
+
+    def table_via(self, table: str, index: str) -> str:
+        """``table`` as a FROM/DELETE target read through ``index`` where the dialect
+        takes a hint, else just ``table``."""
+        return f"{table} {self.index_hint.format(index=index)}" if self.index_hint else table
 
     def drop_index(self, name: str, table: str) -> str:
         """The statement that drops index ``name`` of ``table``."""
@@ -401,7 +411,7 @@ def _mysql_code(exc: BaseException) -> Optional[int]:
 
 SQLITE = Dialect("sqlite", immediate_writes=True, exact_collation=None, payload_type="TEXT",
                  change_signal="data_version", update_returning=True, claim_lock="",
-                 partial_indexes=True, without_rowid=True)
+                 partial_indexes=True, without_rowid=True, index_hint="INDEXED BY {index}")
 POSTGRES = Dialect("postgres", immediate_writes=False, exact_collation=None, payload_type="TEXT",
                    change_signal="notify", update_returning=True,
                    claim_lock="FOR UPDATE SKIP LOCKED", copy_rows=True, partial_indexes=True,

@@ -23,8 +23,8 @@ import peewee
 from caravel_lite.admin.filters import queue_names
 from caravel_lite.admin.values import MinuteCount, QueueSummary, TenantCounts
 from caravel_lite.clock import from_ms
-from caravel_lite.dialect import literal_percent
-from caravel_lite.schema import FAILURES_TABLE, JOBS_TABLE
+from caravel_lite.dialect import dialect_of, literal_percent
+from caravel_lite.schema import FAILURES_TABLE, JOBS_TABLE, PRUNE_INDEX, QUEUE_LISTING
 from caravel_lite.values import JobState
 
 PICKUP_SAMPLE = 1000
@@ -55,27 +55,32 @@ class StatsReader:
             f"SELECT SUM(CASE WHEN lease_expires_at > {p} THEN 1 ELSE 0 END), COUNT(*) "
             f"FROM {t} WHERE queue = {p} AND state = '{LEASED}'")
         self.dead = f"SELECT COUNT(*) FROM {t} WHERE queue = {p} AND state = '{DEAD}'"
+        # Equality on every leading index column, one state per statement: a planner
+        # with statistics (SQLite after ANALYZE or PRAGMA optimize) otherwise may
+        # prefer to read a state IN (...) list from the whole table.
+        # now_ms x2, queue, state.
+        by_queue = dialect_of(db).table_via(t, QUEUE_LISTING.name)
         self.live_by_tenant = (
-            f"SELECT tenant_id, state, SUM(CASE WHEN available_at <= {p} THEN 1 ELSE 0 END), "
+            f"SELECT tenant_id, SUM(CASE WHEN available_at <= {p} THEN 1 ELSE 0 END), "
             f"SUM(CASE WHEN lease_expires_at > {p} THEN 1 ELSE 0 END), COUNT(*) "
-            f"FROM {t} WHERE queue = {p} AND state IN ('{PENDING}', '{LEASED}', '{DEAD}') "
-            f"GROUP BY tenant_id, state")
+            f"FROM {by_queue} WHERE queue = {p} AND state = {p} GROUP BY tenant_id")
         minute = f"finished_at - finished_at {mod} {MINUTE_MS}"
+        # state, since_ms
+        finished = dialect_of(db).table_via(t, PRUNE_INDEX)
         self.finished = (
-            f"SELECT queue, state, {minute}, COUNT(*) FROM {t} "
-            f"WHERE state IN ('{COMPLETED}', '{DEAD}') AND finished_at >= {p} "
-            f"GROUP BY queue, state, {minute}")
+            f"SELECT queue, {minute}, COUNT(*) FROM {finished} "
+            f"WHERE state = {p} AND finished_at >= {p} GROUP BY queue, {minute}")
         failed_minute = f"failed_at - failed_at {mod} {MINUTE_MS}"
         self.failed = (
             f"SELECT queue, {failed_minute}, COUNT(*) FROM {FAILURES_TABLE} "
             f"WHERE failed_at >= {p} GROUP BY queue, {failed_minute}")
         # state, since_ms; newest finished first, in the prune index's order.
         self.pickups = (
-            f"SELECT finished_at, claimed_at - available_at, queue FROM {t} "
+            f"SELECT finished_at, claimed_at - available_at, queue FROM {finished} "
             f"WHERE state = {p} AND finished_at >= {p} "
             f"ORDER BY finished_at DESC LIMIT {PICKUP_SAMPLE}")
         self.pickups_of_queue = (
-            f"SELECT finished_at, claimed_at - available_at, queue FROM {t} "
+            f"SELECT finished_at, claimed_at - available_at, queue FROM {finished} "
             f"WHERE state = {p} AND finished_at >= {p} AND queue = {p} "
             f"ORDER BY finished_at DESC LIMIT {PICKUP_SAMPLE}")
 
@@ -89,14 +94,13 @@ class StatsReader:
         names = [only] if only is not None else queue_names(self.db)
         done: Dict[str, int] = defaultdict(int)
         minutes: Dict[int, List[int]] = defaultdict(lambda: [0, 0, 0])
-        for queue, state, minute, count in self._rows(self.finished, (since_ms,)):
-            if only is not None and queue != only:
-                continue
-            if state == COMPLETED:
-                done[queue] += int(count)
-                minutes[int(minute)][0] += int(count)
-            else:
-                minutes[int(minute)][2] += int(count)
+        for state, column in ((COMPLETED, 0), (DEAD, 2)):
+            for queue, minute, count in self._rows(self.finished, (state, since_ms)):
+                if only is not None and queue != only:
+                    continue
+                if state == COMPLETED:
+                    done[queue] += int(count)
+                minutes[int(minute)][column] += int(count)
         failed: Dict[str, int] = defaultdict(int)
         for queue, minute, count in self._rows(self.failed, (since_ms,)):
             if only is not None and queue != only:
@@ -123,8 +127,11 @@ class StatsReader:
         out: List[TenantCounts] = []
         for name in ([only] if only is not None else queue_names(self.db)):
             counts: Dict[str, List[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
-            for tenant, state, due, live, total in self._rows(self.live_by_tenant,
-                                                               (now_ms, now_ms, name)):
+            rows = [(tenant, state, due, live, total)
+                    for state in (PENDING, LEASED, DEAD)
+                    for tenant, due, live, total in self._rows(
+                        self.live_by_tenant, (now_ms, now_ms, name, state))]
+            for tenant, state, due, live, total in rows:
                 c = counts[tenant]
                 due, live, total = int(due or 0), int(live or 0), int(total)
                 if state == PENDING:

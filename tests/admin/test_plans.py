@@ -82,6 +82,7 @@ CALLS = {
     "one job": lambda a: a.job(a.jobs(state="dead_letter").jobs[0].job_id),
     "stats": lambda a: a.stats(),
     "stats of a queue": lambda a: a.stats(queue="emails", since=timedelta(days=1)),
+    "stats by tenant": lambda a: a.stats(by_tenant=True),
 }
 
 
