@@ -95,9 +95,11 @@ class Pruner:
         return retrying(self.dialect, self.db, once)
 
     def prune(self, cutoff: int, states: Sequence[JobState], queue: Optional[str],
-              batch_size: int, progress: Optional[Progress] = None) -> int:
+              batch_size: int, progress: Optional[Progress] = None,
+              max_batches: Optional[int] = None) -> int:
         """Delete jobs in ``states`` that finished before ``cutoff`` (epoch ms), of
-        ``queue`` only when given, ``batch_size`` at a time; returns how many."""
+        ``queue`` only when given, ``batch_size`` at a time (at most ``max_batches``
+        batches when given); returns how many."""
         validation.check_int("batch_size", batch_size, 1, MAX_BATCH)
         if queue is not None:
             validation.check_queue(queue)
@@ -110,7 +112,7 @@ class Pruner:
         for state in states:
             select = (self._select_queue if queue else self._select).format(n=int(batch_size))
             params = (state.value, cutoff, queue) if queue else (state.value, cutoff)
-            while True:
+            while max_batches is None or batches < max_batches:
                 ids = [row[0] for row in self.db.execute_sql(select, params).fetchall()]
                 if not ids:
                     break

@@ -24,6 +24,7 @@ from caravel_lite.cli import common
 from caravel_lite.errors import InvalidField
 from caravel_lite.options import QueueOptions
 from caravel_lite.queue import DatabaseQueue
+from caravel_lite.cli.operating import duration
 from caravel_lite.validation import check_queue
 
 DEFAULT_MAX_OUTAGE = 60.0
@@ -65,6 +66,10 @@ def register(subparsers: common.Subparsers) -> None:
     cmd.add_argument("--scheduler", default=None, metavar="MODULE:ATTR",
                      help="also run this QueueScheduler (or a callable returning one) on a "
                           "thread of its own in this process; it stops with the worker")
+    cmd.add_argument("--prune-after", type=duration, default=None, metavar="AGE",
+                     help="while idle, delete this queue's jobs finished longer ago than "
+                          "AGE (7d, 12h; at least 1m), a small batch at a time; default "
+                          "off. Pruned idempotency keys lose their duplicate protection")
     common.add_log_level_argument(cmd)
     cmd.set_defaults(run=run)
 
@@ -118,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     args.max_outage = max_outage  # what --scheduler inherits (None: no riding out)
     queue = common.load_queue(args, args.target, _options(args), _option_flags(args))
     try:
-        settings: Dict[str, Any] = {"concurrency": args.concurrency, "prefetch": args.prefetch,
+        settings: Dict[str, Any] = {"prune": args.prune_after,
+                                    "concurrency": args.concurrency, "prefetch": args.prefetch,
                                     "poll_interval": args.poll_interval}
         if args.shutdown_timeout is not None:
             settings["shutdown_timeout"] = args.shutdown_timeout

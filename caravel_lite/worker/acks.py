@@ -14,6 +14,7 @@ import threading
 from datetime import datetime
 from typing import Any, Callable, List, Optional, Tuple
 
+from caravel_lite import failures
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outcomes import Snooze
 from caravel_lite.values import Failure, QueueLease
@@ -92,12 +93,16 @@ class Acknowledgements:
         """The one place where a failed attempt is written, for a handler's exception
         (``HANDLER_FAILED``, or ``DISCARDED`` for ``Discard``) as for a job that could
         not run (``UNKNOWN_JOB_TYPE``, ``INVALID_PAYLOAD``; ``error`` is then the decode
-        error or None). Only the category is stored; ``error`` never leaves this
-        process. Back to PENDING after the backoff, or DEAD_LETTER."""
+        error or None). The failure history keeps the category and ``error``'s type and
+        raise site (its message never leaves this process, unless the application's
+        ``describe_failure`` says otherwise). Back to PENDING after the backoff, or
+        DEAD_LETTER."""
         if error is not None and failure in (Failure.HANDLER_FAILED, Failure.DISCARDED):
-            logger.warning("job %s on queue %s: handler raised %s (%s)", lease.job_id,
-                           lease.context.queue, type(error).__name__, failure.value)
-        return self._write("failure", lease, lambda: self.queue.fail(lease, failure))
+            logger.warning("job %s on queue %s: handler raised %s at %s (%s)", lease.job_id,
+                           lease.context.queue, failures.qualified_name(type(error)),
+                           failures.raise_site(error) or "an unknown site", failure.value)
+        return self._write("failure", lease,
+                           lambda: self.queue.fail(lease, failure, error=error))
 
     def snooze(self, lease: QueueLease, snooze: Snooze) -> bool:
         done = self._write("snooze", lease, lambda: self.queue.snooze(lease, snooze.delay))

@@ -40,6 +40,7 @@ from caravel_lite.worker.acks import Acknowledgements
 from caravel_lite.worker.execution import (Execution, Outcome, Runner, Scope, Settlement,
                                            prepare, span_attributes, SPAN_NAME)
 from caravel_lite.worker.executor import Executor
+from caravel_lite.worker.retention import IdlePruning, check_prune
 from caravel_lite.worker.supervisor import CANCELLED, Supervisor
 from caravel_lite.worker.waiter import Wakeup
 
@@ -174,6 +175,11 @@ class QueueWorker:
     an idle worker re-reads its queues when no change signal woke it.
 
     ``telemetry``: counters and spans; defaults to the queue's.
+
+    ``prune`` (None, the default, or a timedelta of at least a minute): while idle,
+    delete this worker's queues' jobs that finished longer ago than that, a small
+    batch at a time (see :mod:`caravel_lite.worker.retention`). Pruned idempotency
+    keys lose their duplicate protection.
     """
 
     def __init__(self, queue: DatabaseQueue, *, concurrency: int = 1,
@@ -181,7 +187,8 @@ class QueueWorker:
                  shutdown_timeout: Union[float, timedelta] = DEFAULT_SHUTDOWN_TIMEOUT,
                  poll_interval: Union[float, timedelta] = 1.0,
                  scope: Optional[Scope] = None,
-                 telemetry: Optional[Telemetry] = None) -> None:
+                 telemetry: Optional[Telemetry] = None,
+                 prune: Optional[timedelta] = None) -> None:
         if not isinstance(queue, DatabaseQueue):
             raise InvalidField("queue", "must be a caravel_lite.DatabaseQueue")
         if scope is not None and not callable(scope):
@@ -199,6 +206,8 @@ class QueueWorker:
         self.scope = scope
         self.telemetry = telemetry or queue.telemetry
         self._acks = Acknowledgements(queue, self.telemetry)
+        older_than = check_prune(prune)
+        self._pruning = IdlePruning(queue, older_than) if older_than is not None else None
         self._supervisor = Supervisor(queue, self._chore)
         self._executor = Executor(self.concurrency)
         self._runner = Runner(supervisor=self._supervisor, telemetry=self.telemetry,
@@ -301,6 +310,9 @@ class QueueWorker:
                     self._acks.flush()  # before going idle
                     if policy is not None:
                         policy.succeeded()
+                    if self._pruning is not None and self._pruning.step(names):
+                        empty = False  # one batch pruned: look for work before the next
+                        continue
                     if waiter.wait(wakeup, self.poll_interval):
                         empty = False
                 elif self._acks.waiting:
