@@ -115,9 +115,13 @@ class Dialect:
     # rather than to the schema (SQLite, PostgreSQL: DROP INDEX name).
     table_scoped_indexes: bool = False
     # How a statement names the index it must read a table through, where the planner
-    # can be told and needs to be: SQLite keeps no histogram of a column's values
-    # (no STAT4 in Python's builds), so once statistics exist (ANALYZE, PRAGMA
-    # optimize) it can prefer a skip-scan of another index to a range of finished_at.
+    # can be told and needs to be (operator views, caravel_lite.admin): SQLite keeps
+    # no histogram of a column's values (no STAT4 in Python's builds), so once
+    # statistics exist (ANALYZE, PRAGMA optimize) it can prefer a skip-scan of another
+    # index to a range of finished_at; MariaDB reads ``queue = ? AND state = ? ORDER
+    # BY id DESC LIMIT n`` by walking the primary key and filtering, which for a rare
+    # queue or state reads most of the table. PostgreSQL takes no hints (and needs
+    # none once it sees the values, see caravel_lite.admin.filters.name_literal).
     index_hint: Optional[str] = None
 
     def table_via(self, table: str, index: str) -> str:
@@ -423,10 +427,11 @@ _PACKET_LIMIT = "SELECT @@max_allowed_packet"
 MARIADB = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_nopad_bin",
                   payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED,
                   table_scoped_indexes=True, packet_limit_sql=_PACKET_LIMIT,
-                  schema_lock="named")
+                  schema_lock="named", index_hint="FORCE INDEX ({index})")
 MYSQL = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_0900_bin",
                 payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED, table_scoped_indexes=True,
-                packet_limit_sql=_PACKET_LIMIT, schema_lock="named")
+                packet_limit_sql=_PACKET_LIMIT, schema_lock="named",
+                index_hint="FORCE INDEX ({index})")
 _SKIP_LOCKED_SINCE = {"mariadb": (10, 6), "mysql": (8, 0, 1)}
 
 

@@ -3,7 +3,8 @@ bulk actions, validated before any SQL runs, and the SQL that reads them newest 
 
 Newest first is by id: ids begin with their creation millisecond (caravel_lite.ids),
 so an id is also the keyset cursor, and ``since``/``until`` select by creation time as
-a range of ids. Every read follows an index in its order and stops at the page's end:
+a range of ids. Every read follows an index in its order and stops at the page's end
+(named in the statement where the dialect takes an index hint):
 
 - a tenant: ``(tenant_id, state, id)``, one state at a time, merged;
 - a queue: ``(queue, state, id)``, one state at a time, merged;
@@ -14,6 +15,7 @@ The other filters are checked on the rows as they are read.
 from __future__ import annotations
 
 import heapq
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,7 +26,8 @@ import peewee
 from caravel_lite import validation
 from caravel_lite.clock import duration_micros, floor_ms, to_micros
 from caravel_lite.errors import InvalidField
-from caravel_lite.schema import JOBS_TABLE
+from caravel_lite.dialect import dialect_of
+from caravel_lite.schema import JOBS_TABLE, QUEUE_LISTING, TENANT_LISTING
 from caravel_lite.values import Failure, JobState
 
 Instant = Union[datetime, timedelta]
@@ -116,16 +119,33 @@ def check_cursor(after: Optional[str]) -> Optional[str]:
         raise InvalidField("after", "must be the cursor a previous page returned") from None
 
 
+_NAME_LITERAL = re.compile(r"[a-z0-9._-]+\Z")
+
+
+def name_literal(value: str) -> str:
+    """A queue name, wire name, state or failure category as an SQL literal. These
+    are written into the statement rather than bound: a driver that prepares a
+    statement run often (psycopg 3 after five runs) lets PostgreSQL switch to one
+    generic plan for every parameter value, which cannot tell a rare queue or state
+    from a common one and may walk the whole primary key for it. Their characters are
+    validated (``[a-z0-9._-]``), so they cannot close the quotes."""
+    if not _NAME_LITERAL.match(value):
+        raise ValueError(f"not a name: {value!r}")
+    return f"'{value}'"
+
+
 def _where(p: str, f: JobFilter, after: Optional[str]) -> Tuple[str, List[Any]]:
     clauses: List[str] = []
     params: List[Any] = []
-    for column, value in (("tenant_id", f.tenant_id), ("queue", f.queue),
+    if f.tenant_id is not None:  # any text: always bound
+        clauses.append(f"tenant_id = {p}")
+        params.append(f.tenant_id)
+    for column, value in (("queue", f.queue),
                           ("state", f.state.value if f.state else None),
                           ("wire_name", f.wire_name),
                           ("last_failure", f.failure.value if f.failure else None)):
         if value is not None:
-            clauses.append(f"{column} = {p}")
-            params.append(value)
+            clauses.append(f"{column} = {name_literal(value)}")
     if f.since_ms is not None:
         clauses.append(f"id >= {p}")
         params.append(id_prefix(f.since_ms))
@@ -174,9 +194,15 @@ def read_newest(db: peewee.Database, columns: str, f: JobFilter, after: Optional
     """Up to ``limit`` rows (``columns``, the first of which is ``id``) matching ``f``,
     newest first, all older than ``after`` when given."""
     reads = []
+    dialect = dialect_of(db)
     for part in _plans(db, f):
         where, params = _where(db.param, part, after)
-        sql = f"SELECT {columns} FROM {JOBS_TABLE}{where} ORDER BY id DESC LIMIT {int(limit)}"
+        table = JOBS_TABLE
+        if part.tenant_id is not None:
+            table = dialect.table_via(JOBS_TABLE, TENANT_LISTING.name)
+        elif part.queue is not None:
+            table = dialect.table_via(JOBS_TABLE, QUEUE_LISTING.name)
+        sql = f"SELECT {columns} FROM {table}{where} ORDER BY id DESC LIMIT {int(limit)}"
         reads.append(db.execute_sql(sql, params).fetchall())
     if len(reads) == 1:
         return reads[0]

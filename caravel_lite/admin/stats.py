@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import peewee
 
-from caravel_lite.admin.filters import queue_names
+from caravel_lite.admin.filters import name_literal, queue_names
 from caravel_lite.admin.values import MinuteCount, QueueSummary, TenantCounts
 from caravel_lite.clock import from_ms
 from caravel_lite.dialect import dialect_of, literal_percent
@@ -37,51 +37,56 @@ DEAD = JobState.DEAD_LETTER.value
 
 
 class StatsReader:
-    """The statements of the stats, built once per database."""
+    """The statements of the stats, built once per database. Queue names and states
+    are written in as literals when a statement runs (see
+    :func:`caravel_lite.admin.filters.name_literal`), instants are bound."""
 
     def __init__(self, db: peewee.Database) -> None:
         p = db.param
         mod = literal_percent(db)
         t = JOBS_TABLE
         self.db = db
-        # One covering read per state, each from the index led by (queue, state) that
-        # holds what it counts: the claim index (due times) for pending jobs, the lease
-        # index (expiries) for leased ones. MIN over the ready rows: the oldest job due.
-        self.pending = (
-            f"SELECT SUM(CASE WHEN available_at <= {p} THEN 1 ELSE 0 END), COUNT(*), "
-            f"MIN(CASE WHEN available_at <= {p} THEN available_at END) "
-            f"FROM {t} WHERE queue = {p} AND state = '{PENDING}'")
-        self.leased = (
-            f"SELECT SUM(CASE WHEN lease_expires_at > {p} THEN 1 ELSE 0 END), COUNT(*) "
-            f"FROM {t} WHERE queue = {p} AND state = '{LEASED}'")
-        self.dead = f"SELECT COUNT(*) FROM {t} WHERE queue = {p} AND state = '{DEAD}'"
+        # One covering read per queue and state, each from the index led by (queue,
+        # state) that holds what it counts: the claim index (due times) for pending
+        # jobs, the lease index (expiries) for leased ones, then dead letters; MIN over
+        # the ready rows is the oldest job due. All of them in one statement (UNION
+        # ALL), one round trip. Parameters per queue: now_ms x3.
+        self.live_branch = (
+            f"SELECT {{queue}}, 0, SUM(CASE WHEN available_at <= {p} THEN 1 ELSE 0 END), "
+            f"COUNT(*), MIN(CASE WHEN available_at <= {p} THEN available_at END) "
+            f"FROM {t} WHERE queue = {{queue}} AND state = '{PENDING}' "
+            f"UNION ALL SELECT {{queue}}, 1, SUM(CASE WHEN lease_expires_at > {p} THEN 1 "
+            f"ELSE 0 END), COUNT(*), NULL FROM {t} WHERE queue = {{queue}} "
+            f"AND state = '{LEASED}' "
+            f"UNION ALL SELECT {{queue}}, 2, 0, COUNT(*), NULL FROM {t} "
+            f"WHERE queue = {{queue}} AND state = '{DEAD}'")
         # Equality on every leading index column, one state per statement: a planner
         # with statistics (SQLite after ANALYZE or PRAGMA optimize) otherwise may
         # prefer to read a state IN (...) list from the whole table.
-        # now_ms x2, queue, state.
+        # now_ms x2.
         by_queue = dialect_of(db).table_via(t, QUEUE_LISTING.name)
         self.live_by_tenant = (
             f"SELECT tenant_id, SUM(CASE WHEN available_at <= {p} THEN 1 ELSE 0 END), "
             f"SUM(CASE WHEN lease_expires_at > {p} THEN 1 ELSE 0 END), COUNT(*) "
-            f"FROM {by_queue} WHERE queue = {p} AND state = {p} GROUP BY tenant_id")
+            f"FROM {by_queue} WHERE queue = {{queue}} AND state = {{state}} GROUP BY tenant_id")
         minute = f"finished_at - finished_at {mod} {MINUTE_MS}"
-        # state, since_ms
+        # since_ms
         finished = dialect_of(db).table_via(t, PRUNE_INDEX)
         self.finished = (
             f"SELECT queue, {minute}, COUNT(*) FROM {finished} "
-            f"WHERE state = {p} AND finished_at >= {p} GROUP BY queue, {minute}")
+            f"WHERE state = {{state}} AND finished_at >= {p} GROUP BY queue, {minute}")
         failed_minute = f"failed_at - failed_at {mod} {MINUTE_MS}"
         self.failed = (
             f"SELECT queue, {failed_minute}, COUNT(*) FROM {FAILURES_TABLE} "
             f"WHERE failed_at >= {p} GROUP BY queue, {failed_minute}")
-        # state, since_ms; newest finished first, in the prune index's order.
+        # since_ms; newest finished first, in the prune index's order.
         self.pickups = (
             f"SELECT finished_at, claimed_at - available_at, queue FROM {finished} "
-            f"WHERE state = {p} AND finished_at >= {p} "
+            f"WHERE state = {{state}} AND finished_at >= {p} "
             f"ORDER BY finished_at DESC LIMIT {PICKUP_SAMPLE}")
         self.pickups_of_queue = (
             f"SELECT finished_at, claimed_at - available_at, queue FROM {finished} "
-            f"WHERE state = {p} AND finished_at >= {p} AND queue = {p} "
+            f"WHERE state = {{state}} AND finished_at >= {p} AND queue = {{queue}} "
             f"ORDER BY finished_at DESC LIMIT {PICKUP_SAMPLE}")
 
     def _rows(self, sql: str, params: Sequence[Any]) -> List[Tuple[Any, ...]]:
@@ -95,7 +100,8 @@ class StatsReader:
         done: Dict[str, int] = defaultdict(int)
         minutes: Dict[int, List[int]] = defaultdict(lambda: [0, 0, 0])
         for state, column in ((COMPLETED, 0), (DEAD, 2)):
-            for queue, minute, count in self._rows(self.finished, (state, since_ms)):
+            sql = self.finished.format(state=name_literal(state))
+            for queue, minute, count in self._rows(sql, (since_ms,)):
                 if only is not None and queue != only:
                     continue
                 if state == COMPLETED:
@@ -107,15 +113,24 @@ class StatsReader:
                 continue
             failed[queue] += int(count)
             minutes[int(minute)][1] += int(count)
+        live: Dict[str, List[Any]] = {name: [0, 0, 0, 0, 0, None] for name in names}
+        if names:
+            sql = " UNION ALL ".join(self.live_branch.format(queue=name_literal(name))
+                                     for name in names)
+            for name, kind, matching, total, oldest in self._rows(sql, [now_ms] * 3 * len(names)):
+                counts = live[name]
+                matching, total = int(matching or 0), int(total or 0)
+                if kind == 0:  # pending: ready, delayed
+                    counts[0], counts[1], counts[5] = matching, total - matching, oldest
+                elif kind == 1:  # leased: live, expired
+                    counts[2], counts[3] = matching, total - matching
+                else:
+                    counts[4] = total
         summaries = []
         for name in names:
-            ready, waiting, oldest = self._rows(self.pending, (now_ms, now_ms, name))[0]
-            live, leased = self._rows(self.leased, (now_ms, name))[0]
-            ((dead,),) = self._rows(self.dead, (name,))
-            ready, waiting, live, leased = (int(v or 0) for v in (ready, waiting, live, leased))
+            ready, delayed, leased, expired, dead, oldest = live[name]
             summaries.append(QueueSummary(
-                name, ready, waiting - ready, live, leased - live, int(dead), done[name],
-                failed[name],
+                name, ready, delayed, leased, expired, dead, done[name], failed[name],
                 from_ms(int(oldest)) if oldest is not None else None,
                 timedelta(milliseconds=now_ms - int(oldest)) if oldest is not None else None))
         series = tuple(MinuteCount(from_ms(m), *minutes[m]) for m in sorted(minutes))
@@ -130,7 +145,9 @@ class StatsReader:
             rows = [(tenant, state, due, live, total)
                     for state in (PENDING, LEASED, DEAD)
                     for tenant, due, live, total in self._rows(
-                        self.live_by_tenant, (now_ms, now_ms, name, state))]
+                        self.live_by_tenant.format(queue=name_literal(name),
+                                                   state=name_literal(state)),
+                        (now_ms, now_ms))]
             for tenant, state, due, live, total in rows:
                 c = counts[tenant]
                 due, live, total = int(due or 0), int(live or 0), int(total)
@@ -151,9 +168,11 @@ class StatsReader:
         rows: List[Tuple[Any, ...]] = []
         for state in (COMPLETED, DEAD):
             if only is None:
-                rows += self._rows(self.pickups, (state, since_ms))
+                sql = self.pickups.format(state=name_literal(state))
             else:
-                rows += self._rows(self.pickups_of_queue, (state, since_ms, only))
+                sql = self.pickups_of_queue.format(state=name_literal(state),
+                                                   queue=name_literal(only))
+            rows += self._rows(sql, (since_ms,))
         rows.sort(key=lambda r: r[0], reverse=True)
         latencies = sorted(max(int(r[1]), 0) for r in rows[:PICKUP_SAMPLE] if r[1] is not None)
         if not latencies:
