@@ -56,11 +56,11 @@ class Claimer:
 
     def _fenced(self, sql: str, params: Sequence[Any]) -> int:
         """Run a conditional UPDATE, retrying lock conflicts; returns rows matched."""
-        return retrying(self.dialect, self.db,
-                        lambda: self.db.execute_sql(sql, params).rowcount)
+        return int(retrying(self.dialect, self.db,
+                            lambda: self.db.execute_sql(sql, params).rowcount))
 
     def _rows(self, sql: str, params: Sequence[Any]) -> List[Sequence[Any]]:
-        return self.db.execute_sql(sql, params).fetchall()
+        return list(self.db.execute_sql(sql, params).fetchall())
 
     # -- the sweep of expired leases ----------------------------------------------------
 

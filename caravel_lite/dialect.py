@@ -10,10 +10,7 @@ import contextlib
 import dataclasses
 import enum
 import hashlib
-import secrets
-import sqlite3
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence, Tuple, TypeVar
@@ -23,9 +20,8 @@ import peewee
 from playhouse import db_url
 
 from caravel_lite.errors import DatabaseBusy, SchemaLockTimeout, StatementTooLarge
-from caravel_lite.observability import logger
-from caravel_lite.retry import (CallBudget, RetryPolicy, TransientCounter, call_budget,
-                                retrying, transient_retries)
+from caravel_lite.retry import RetryPolicy, TransientCounter, retrying, transient_retries
+from caravel_lite.statement_size import PACKET_MARGIN, cut_rows
 
 __all__ = ["Dialect", "ClaimMethod", "dialect_of", "open_database", "retrying",
            "transient_retries", "TransientCounter", "RetryPolicy", "with_database_name"]
@@ -47,11 +43,6 @@ _PG_GONE = {"57P01", "57P02", "57P03"}
 # MariaDB/MySQL: a packet larger than max_allowed_packet (ER_NET_PACKET_TOO_LARGE,
 # ER_TOO_BIG_FOR_UNCOMPRESS... seen as 1153 and 1301).
 _MYSQL_TOO_LARGE = {1153, 1301}
-# Bytes of max_allowed_packet kept free for the packet's framing and what the size
-# estimate of a row does not count exactly.
-_PACKET_MARGIN = 64 * 1024
-# A dropped connection during a statement at least this large is read as a refusal of
-# its size (smaller statements are not a plausible cause).
 _LARGE_STATEMENT = 1024 * 1024
 
 
@@ -167,7 +158,7 @@ class Dialect:
                         copy.write_row(row)
                 return
             cursor.close()
-        for part, size in _statements(rows, chunk, max_bytes, len(insert_many(1))):
+        for part, size in cut_rows(rows, chunk, max_bytes, len(insert_many(1))):
             try:
                 db.execute_sql(insert_many(len(part)),
                                [value for row in part for value in row])
@@ -176,15 +167,15 @@ class Dialect:
                     raise StatementTooLarge(
                         f"the server refused an INSERT of {len(part)} row(s), about "
                         f"{size} bytes as sent, and dropped the connection: over its "
-                        f"max_allowed_packet (read as {max_bytes + _PACKET_MARGIN} bytes); "
+                        f"max_allowed_packet (read as {max_bytes + PACKET_MARGIN} bytes); "
                         f"raise max_allowed_packet or enqueue smaller batches",
-                        max_bytes + _PACKET_MARGIN, size) from exc
+                        max_bytes + PACKET_MARGIN, size) from exc
                 raise
 
     def check_rows(self, rows: Sequence[Sequence[Any]], max_bytes: int, fixed: int) -> None:
         """Raise :class:`StatementTooLarge` unless each row fits in a statement of
         ``max_bytes`` (``fixed``: the statement's own text)."""
-        for _ in _statements(rows, 1, max_bytes, fixed):
+        for _ in cut_rows(rows, 1, max_bytes, fixed):
             pass
 
     def statement_limit(self, db: peewee.Database) -> Optional[int]:
@@ -194,7 +185,7 @@ class Dialect:
         if self.packet_limit_sql is None:
             return None
         limit = int(db.execute_sql(self.packet_limit_sql).fetchone()[0])
-        return max(limit - _PACKET_MARGIN, 1)
+        return max(limit - PACKET_MARGIN, 1)
 
     def refused_as_too_large(self, exc: BaseException, size: int) -> bool:
         """True when a statement of ``size`` bytes failed because it was too large:
@@ -332,53 +323,6 @@ class Dialect:
         return _mysql_code(original) in (1044, 1045, 1049, 1146, 1054)
 
 
-# Characters the MariaDB/MySQL drivers escape with a backslash inside a string literal.
-_ESCAPED = ("\\", "'", '"', "\n", "\r", "\x00", "\x1a")
-# Below this many characters a text's size is bounded (4 bytes a character, each
-# escaped) instead of measured.
-_MEASURE_FROM = 256
-
-
-def _literal_size(value: Any) -> int:
-    """Bytes a value takes as a literal in a statement text, as the MariaDB/MySQL
-    drivers send it (a quoted, escaped UTF-8 string; a number; NULL): exact for long
-    text, an upper bound for short text."""
-    if isinstance(value, str):
-        if len(value) < _MEASURE_FROM:
-            return 8 * len(value) + 2
-        return (len(value.encode("utf-8")) + sum(value.count(c) for c in _ESCAPED) + 2)
-    if value is None:
-        return 4
-    return len(str(value))
-
-
-def _statements(rows: Sequence[Sequence[Any]], chunk: int, max_bytes: Optional[int],
-                fixed: int) -> Iterator[Tuple[Sequence[Sequence[Any]], int]]:
-    """Cut ``rows`` into runs of at most ``chunk`` rows and, with ``max_bytes``, at
-    most that many bytes (``fixed``: the statement text for one row, counted once);
-    yields each run with its estimated size."""
-    if max_bytes is None:
-        for start in range(0, len(rows), chunk):
-            yield rows[start:start + chunk], 0
-        return
-    start, size = 0, fixed
-    for index, row in enumerate(rows):
-        row_size = sum(_literal_size(value) + 2 for value in row) + 4
-        if fixed + row_size > max_bytes:
-            raise StatementTooLarge(
-                f"row {index} of the batch takes about {fixed + row_size} bytes as sent, "
-                f"over the server's max_allowed_packet (read as {max_bytes + _PACKET_MARGIN} "
-                f"bytes, {_PACKET_MARGIN} of them kept for framing); raise "
-                f"max_allowed_packet or lower max_payload_bytes",
-                max_bytes + _PACKET_MARGIN, fixed + row_size)
-        if index > start and (index - start >= chunk or size + row_size > max_bytes):
-            yield rows[start:index], size
-            start, size = index, fixed
-        size += row_size
-    if start < len(rows):
-        yield rows[start:], size
-
-
 # The PostgreSQL advisory lock key of caravel_lite's migrations (advisory locks are
 # scoped to the current database): the first 8 bytes of sha256("caravel_lite.migrate").
 _MIGRATION_KEY = int.from_bytes(hashlib.sha256(b"caravel_lite.migrate").digest()[:8],
@@ -460,64 +404,6 @@ def _is_mariadb(db: peewee.MySQLDatabase) -> bool:
 
 # --- opening a database from a URL -------------------------------------------------
 
-class Reconnect:
-    """Mixed into the PostgreSQL and MariaDB/MySQL classes :func:`open_database`
-    returns (the idea of ``playhouse.shortcuts.ReconnectMixin``, with the dialect's
-    own classification of a lost connection, :meth:`Dialect.is_disconnect`).
-
-    A statement (or BEGIN) that finds the connection dropped while no transaction is
-    open closes it, connects again and runs once more on the new connection, so an
-    application that enqueues after a database restart or a killed connection works
-    without rebuilding its Database object. Inside a transaction the error reaches
-    the caller: the transaction's work is lost and only the caller can repeat it.
-    Each reconnect is counted in :data:`reconnects` and logged as a warning.
-    """
-
-    # Read by caravel_lite.retry: the library's own short transactions may be repeated
-    # after a dropped connection, since the next BEGIN reconnects.
-    replaces_dropped_connections = True
-
-    def execute_sql(self, sql: str, params: Any = None) -> Any:
-        return self._reconnecting(lambda: super(Reconnect, self).execute_sql(sql, params))
-
-    def begin(self, *args: Any, **kwargs: Any) -> None:
-        # BEGIN runs before Peewee records the transaction: nothing is lost here yet.
-        self._reconnecting(lambda: super(Reconnect, self).begin(*args, **kwargs))
-
-    def _reconnecting(self, action: Callable[[], T]) -> T:
-        if self.is_closed():
-            # No connection yet: this statement opens the first one, and failing to open
-            # it is not a dropped connection (no warning, no second attempt).
-            return action()
-        try:
-            return action()
-        except (peewee.OperationalError, peewee.InterfaceError) as exc:
-            if self.in_transaction() or not dialect_of(self).is_disconnect(exc):
-                raise
-            logger.warning("database connection lost (%s); reconnecting",
-                           type(exc).__name__)
-            try:
-                self.close()
-            except peewee.PeeweeException:
-                pass  # the driver refused to close a dead connection; Peewee forgot it
-            self.connect()
-            reconnects.increment()
-        return action()
-
-
-reconnects = TransientCounter()  # dropped connections replaced, per process
-
-
-def _reconnect_class(cls: type) -> type:
-    """A subclass of a server database class with :class:`Reconnect` mixed in."""
-    if cls not in _server_classes:
-        _server_classes[cls] = type(cls.__name__, (Reconnect, cls), {})
-    return _server_classes[cls]
-
-
-_server_classes: dict = {}
-
-
 def _mysql_session_options() -> dict:
     from pymysql.constants import CLIENT  # imported lazily: an optional driver
 
@@ -530,125 +416,6 @@ def _mysql_session_options() -> dict:
         "init_command": "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
         "sql_mode": "STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO",
     }
-
-
-class BusyRetry:
-    """Mixed into the SQLite database class that :func:`open_database` returns.
-
-    SQLite's busy handler waits at most ``busy_timeout`` for another writer and then
-    fails with "database is locked"; its sleeps are not fair, so under several writing
-    processes one of them can lose every time. A statement that fails that way outside
-    a transaction changed nothing (SQLite statements are atomic), so it is run again
-    here after a short randomised pause, drawing on the retry budget of the call it
-    belongs to (:mod:`caravel_lite.retry`: one budget per call, shared with the queue's
-    own repeats), each repeat counted in :data:`transient_retries`. What still fails,
-    or fails inside a transaction (where only the caller can repeat its whole unit of
-    work), is raised as :class:`~caravel_lite.errors.DatabaseBusy`, which says so; it
-    is still a ``peewee.OperationalError``.
-    """
-
-    retry_policy = RetryPolicy()
-
-    def execute_sql(self, sql: str, params: Any = None) -> Any:
-        return self._busy_retry(lambda: super(BusyRetry, self).execute_sql(sql, params),
-                                self.in_transaction())
-
-    def begin(self, *args: Any, **kwargs: Any) -> None:
-        # BEGIN IMMEDIATE that times out has started nothing: safe to repeat.
-        self._busy_retry(lambda: super(BusyRetry, self).begin(*args, **kwargs), False)
-
-    def _busy_retry(self, action: Callable[[], T], in_transaction: bool) -> T:
-        with call_budget(self) as budget:
-            while True:
-                try:
-                    return action()
-                except DatabaseBusy:
-                    raise
-                except peewee.OperationalError as exc:
-                    if not SQLITE.is_transient(exc):
-                        raise
-                    if in_transaction or not budget.spend():
-                        raise DatabaseBusy(_busy_message(
-                            in_transaction, budget,
-                            self._pragmas_dict().get("busy_timeout"))) from exc
-
-    def _pragmas_dict(self) -> dict:
-        return dict(getattr(self, "_pragmas", None) or ())
-
-
-def _busy_message(in_transaction: bool, budget: CallBudget, busy_timeout: Any) -> str:
-    where = ("inside a transaction: the caller must roll back and repeat its whole unit "
-             "of work" if in_transaction else
-             f"{budget.describe()}; the statement changed nothing and may be repeated")
-    return (f"database is locked: another connection held SQLite's write lock longer "
-            f"than busy_timeout ({busy_timeout} ms) {where}; a longer busy_timeout "
-            f"suits this much write concurrency")
-
-
-class SharedMemory:
-    """Mixed into the SQLite class :func:`open_database` returns for
-    ``sqlite:///:memory:``: one in-memory database per Database object, shared by every
-    connection it opens (Peewee opens one per thread, so a worker's renewal thread sees
-    the jobs its loop claims), alive as long as the object.
-
-    SQLite's own ``:memory:`` is private to each connection. Here every connection
-    opens the same named shared-cache database, and the object keeps one unused
-    connection to it, so that closing the others (``connection_context()``) does not
-    drop it. Shared-cache connections lock by table and report a conflict as
-    SQLITE_LOCKED at once; those conflicts draw on the call's retry budget like any
-    other. ``database`` stays ``":memory:"``: nothing outside this process can open it.
-    """
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._shared_uri(), uri=True, timeout=self._timeout,
-                               isolation_level=None, **self.connect_params)
-        try:
-            self._add_conn_hooks(conn)
-        except Exception:
-            conn.close()
-            raise
-        return conn
-
-    def _shared_uri(self) -> str:
-        with _memory_lock:
-            uri = self.__dict__.get("_memory_uri")
-            if uri is None:
-                uri = f"file:caravel-memory-{secrets.token_hex(8)}?mode=memory&cache=shared"
-                # Never used for statements: it keeps the database alive.
-                self._memory_anchor = sqlite3.connect(uri, uri=True,
-                                                      check_same_thread=False)
-                self._memory_uri = uri
-        return uri
-
-
-_memory_lock = threading.Lock()
-_MEMORY_NAMES = ("", ":memory:")
-
-
-def private_memory(db: peewee.Database) -> bool:
-    """True for an SQLite in-memory database private to each connection (a plain
-    ``SqliteDatabase(":memory:")``): every thread of a worker would see its own empty
-    database. ``open_database("sqlite:///:memory:")`` shares one instead."""
-    if not isinstance(db, peewee.SqliteDatabase) or isinstance(db, SharedMemory):
-        return False
-    name = str(db.database).lower()
-    if name in _MEMORY_NAMES:
-        return True
-    in_memory = "mode=memory" in name or name.startswith("file::memory:")
-    return name.startswith("file:") and in_memory and "cache=shared" not in name
-
-
-_sqlite_classes: dict = {}
-
-
-def _busy_retry_class(cls: type, shared_memory: bool = False) -> type:
-    """A subclass of a SQLite database class with :class:`BusyRetry` (and, for an
-    in-memory database, :class:`SharedMemory`) mixed in."""
-    key = (cls, shared_memory)
-    if key not in _sqlite_classes:
-        bases = (SharedMemory, BusyRetry, cls) if shared_memory else (BusyRetry, cls)
-        _sqlite_classes[key] = type(cls.__name__, bases, {})
-    return _sqlite_classes[key]
 
 
 def open_database(url: str, **overrides: Any) -> peewee.Database:
@@ -680,10 +447,10 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
     arguments = db_url.parse(url)
     arguments.update(options)
     if isinstance(database, peewee.SqliteDatabase):
-        shared = str(database.database) in _MEMORY_NAMES
-        database = _busy_retry_class(type(database), shared)(**arguments)
+        shared = str(database.database) in sessions.MEMORY_NAMES
+        database = sessions.busy_retry_class(type(database), shared)(**arguments)
     else:
-        database = _reconnect_class(type(database))(**arguments)
+        database = sessions.reconnect_class(type(database))(**arguments)
     if busy_retries is not None:
         retries = int(busy_retries)
         if retries < 0:
@@ -702,3 +469,10 @@ def with_database_name(url: str, name: str) -> str:
     """The same server URL pointing at another database (used by tests and tools)."""
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+# The databases open_database returns: defined apart, re-exported here (the module is
+# imported last, since it reads SQLITE and dialect_of from this one).
+from caravel_lite import sessions  # noqa: E402
+from caravel_lite.sessions import (BusyRetry, Reconnect, SharedMemory,  # noqa: E402,F401
+                                   private_memory, reconnects)
