@@ -432,7 +432,7 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
       outside a transaction (:class:`Reconnect`).
 
     ``busy_retries=N`` (any database) sets how many repeats one call may make in all
-    after a lock conflict (default 20, within 2 s: :class:`RetryPolicy`); 0 turns
+    after a lock conflict (default 100, within 2 s: :class:`RetryPolicy`); 0 turns
     repeating off.
     """
     scheme = urlsplit(url).scheme.split("+")[0]

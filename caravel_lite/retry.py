@@ -39,10 +39,13 @@ class RetryPolicy:
     (:meth:`worst_case`).
     """
 
-    retries: int = 20
+    # The window, not the count, is what usually ends a default budget: as many
+    # repeats as fit in 2 s (under a storm of writers with a short busy_timeout, a few
+    # dozen), with the worst case below stated whatever the count.
+    retries: int = 100
     window: float = 2.0
     first_pause: float = 0.002
-    pause_cap: float = 0.1
+    pause_cap: float = 0.05
 
     def worst_case(self, lock_wait: float) -> float:
         """The longest one call can block, in seconds, when each attempt can wait up to
