@@ -341,8 +341,11 @@ def _wait_for_lock(acquire: Callable[[], bool], deadline: float, timeout: float)
 
 
 def _original(exc: BaseException) -> BaseException:
-    # Peewee re-raises driver errors as its own class, with the original as args[0]
-    # (sqlite3, PyMySQL) or only as the exception being handled (psycopg 3).
+    # Peewee re-raises driver errors as its own class, keeping the original as
+    # ``orig`` (Peewee 4), as args[0] (older Peewee) and as the exception being handled.
+    orig = getattr(exc, "orig", None)
+    if isinstance(orig, BaseException):
+        return orig
     if exc.args and isinstance(exc.args[0], BaseException):
         return exc.args[0]
     for linked in (exc.__cause__, exc.__context__):
