@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import pickle
 import shlex
 import sys
 from typing import List, Optional
@@ -62,6 +63,11 @@ def parser() -> argparse.ArgumentParser:
                    "plots go beside it as PNG files")
     p.add_argument("--notes", metavar="PATH",
                    help="Markdown included verbatim in the report (what limits missed targets)")
+    p.add_argument("--save-results", metavar="PATH",
+                   help="also keep the run's results (a pickle) to rewrite the report later")
+    p.add_argument("--from-results", metavar="PATH",
+                   help="run nothing: write the report (--write) from saved results, "
+                        "e.g. after editing --notes")
     p.add_argument("--busy-note", default="",
                    help="a warning printed at the top of the report (e.g. a busy machine)")
     return p
@@ -82,21 +88,49 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return dataclasses.replace(base, **changes)
 
 
+def _shown(argv: List[str]) -> List[str]:
+    """The command line as the report shows it: without --save-results (a local file)."""
+    shown, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--save-results":
+            skip = True
+        elif not arg.startswith("--save-results="):
+            shown.append(arg)
+    return shown
+
+
+def _strip(results: runner.Results) -> runner.Results:
+    """The results without the cases' callables (closures do not pickle)."""
+    results.cases = [dataclasses.replace(case, run=None) for case in results.cases]
+    return results
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)
-    settings = settings_from(args)
-    chosen_targets = [targets.TARGETS[k] for k in _names(args.databases, list(targets.TARGETS),
-                                                         "database")]
-    families = _names(args.scenarios, scenarios.FAMILIES, "scenario")
-    chosen_cases = [c for c in scenarios.cases(settings) if c.family in families]
-    peer_keys = _names(args.peers, list(peers.PEERS), "peer")
-    load_before = machine.load_now()
-    results = runner.run(settings, chosen_targets, chosen_cases, peer_keys,
-                         budget=args.budget * 60 if args.budget else None)
-    print(render(results))
+    if args.from_results:
+        if not args.write:
+            raise SystemExit("--from-results needs --write")
+        with open(args.from_results, "rb") as saved:
+            results, command, load_before = pickle.load(saved)
+    else:
+        settings = settings_from(args)
+        chosen_targets = [targets.TARGETS[k]
+                          for k in _names(args.databases, list(targets.TARGETS), "database")]
+        families = _names(args.scenarios, scenarios.FAMILIES, "scenario")
+        chosen_cases = [c for c in scenarios.cases(settings) if c.family in families]
+        peer_keys = _names(args.peers, list(peers.PEERS), "peer")
+        load_before = machine.load_now()
+        results = runner.run(settings, chosen_targets, chosen_cases, peer_keys,
+                             budget=args.budget * 60 if args.budget else None)
+        command = "python -m bench " + " ".join(shlex.quote(a) for a in _shown(argv))
+        print(render(results))
+        if args.save_results:
+            with open(args.save_results, "wb") as out:
+                pickle.dump((_strip(results), command.strip(), load_before), out)
     if args.write:
-        command = "python -m bench " + " ".join(shlex.quote(a) for a in argv)
         notes = ""
         if args.notes:
             with open(args.notes, encoding="utf-8") as source:
