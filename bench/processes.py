@@ -46,13 +46,16 @@ def _drain_child(peer_cls: Type, target: Target, barrier: Any, results: Any, met
 def drain_in_processes(peer_cls: Type, target: Target, processes: int, expected: int,
                        timeout: float, method: str = "drain", args: Sequence[Any] = (),
                        watch: Optional[Callable[[List[int]], None]] = None,
-                       from_first_handler: bool = False) -> Sample:
+                       from_first_handler: bool = False,
+                       budget: Optional[float] = None) -> Sample:
     """Wall time for ``processes`` workers to empty a pre-filled queue together, each
     calling ``peer.<method>(*args)``: from the moment all are connected, or with
     ``from_first_handler`` from the moment the first handler began (a worker's start-up,
     schema checks and listeners excluded), until the last handler finished.
     ``watch``, if given, is called with the children's process ids every few
-    milliseconds until they are done (it must be quick)."""
+    milliseconds until they are done (it must be quick). With ``budget`` (seconds), the
+    workers are told to stop once it is spent (through the shared tally, so only for
+    methods that arm it): the sample then counts the jobs that ran, as incomplete."""
     barrier = _ctx.Barrier(processes + 1)
     results = _ctx.Queue()
     shared = (_ctx.Value("q", 0), _ctx.Event())  # the drain's count, across processes
@@ -67,14 +70,18 @@ def drain_in_processes(peer_cls: Type, target: Target, processes: int, expected:
         barrier.wait(START_TIMEOUT)
         start = time.monotonic()
         deadline = start + timeout
+        cut = start + budget if budget is not None else None
         pids = [int(child.pid or 0) for child in children]
         while len(outcomes) < len(children):
+            if cut is not None and time.monotonic() > cut:
+                shared[1].set()  # every child's tally watcher stops its worker
+                cut = None
             if time.monotonic() > deadline:
                 raise TimeoutError(f"workers did not finish within {timeout:g} s")
             if watch is not None:
                 watch(pids)
             try:
-                outcomes.append(results.get(timeout=WATCH_EVERY if watch else 1.0))
+                outcomes.append(results.get(timeout=WATCH_EVERY if watch or cut else 1.0))
             except queue_module.Empty:
                 continue
     finally:

@@ -28,9 +28,10 @@ class Settings:
     idle_peer_seconds: float = 5.0   # and of the other queues' workers (context only)
     connection_jobs: int = 1_000  # sleeping jobs run while connections are counted
     connection_concurrency: int = 50
-    fill_budget: float = 300.0    # seconds at most to insert history rows (then fewer)
+    fill_budget: float = 240.0    # seconds at most to insert history rows (then fewer)
     prune_rows: int = 1_000_000   # finished rows a prune removes under load
-    prune_budget: float = 240.0   # seconds at most for one prune under load
+    prune_budget: float = 120.0   # seconds of claims timed during one prune at most
+    drain_budget: float = 30.0    # seconds at most per drain round (then: incomplete)
     timeout: float = 300.0        # per worker wait, seconds
     quick: bool = False
 
@@ -40,5 +41,7 @@ class Settings:
 
 QUICK = Settings(jobs=500, rounds=1, pickup_jobs=20, pickup_budget=15.0,
                  history_rows=20_000, history_rows_other=20_000, claim_jobs=200,
-                 sleep_jobs=200, fill_budget=60.0, idle_seconds=3.0, idle_peer_seconds=3.0, connection_jobs=200,
-                 prune_rows=20_000, prune_budget=60.0, timeout=120.0, quick=True)
+                 sleep_jobs=200, fill_budget=60.0, idle_seconds=3.0, idle_peer_seconds=3.0,
+                 connection_jobs=200, prune_rows=20_000, prune_budget=60.0, drain_budget=20.0,
+                 timeout=120.0,
+                 quick=True)

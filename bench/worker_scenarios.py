@@ -16,6 +16,9 @@ from bench.settings import Settings
 from bench.timing import Sample
 
 
+CONNECTION_BUDGET = 10.0  # seconds: enough to see every connection a worker opens
+
+
 def default_drain(processes: int) -> Callable[[Peer, Settings], Sample]:
     """``processes`` workers with the library's defaults empty a pre-filled queue of
     no-op jobs; from the moment the first handler began until the last one finished."""
@@ -24,7 +27,7 @@ def default_drain(processes: int) -> Callable[[Peer, Settings], Sample]:
         peer.prefill(s.jobs)
         return drain_in_processes(type(peer), peer.target, processes, s.jobs, s.timeout,
                                   method="drain_default", args=(s.jobs,),
-                                  from_first_handler=True)
+                                  from_first_handler=True, budget=s.drain_budget)
     return run
 
 
@@ -36,7 +39,7 @@ def sleeping(concurrency: int) -> Callable[[Peer, Settings], Sample]:
         peer.prefill_sleep(s.sleep_jobs, s.sleep_seconds)
         sample = drain_in_processes(type(peer), peer.target, 1, s.sleep_jobs, s.timeout,
                                     method="drain_sleep", args=(s.sleep_jobs, concurrency),
-                                    from_first_handler=True)
+                                    from_first_handler=True, budget=s.drain_budget)
         ideal = concurrency / s.sleep_seconds
         sample.value = 100.0 * sample.rate / ideal
         return sample
@@ -77,7 +80,8 @@ def connections(peer: Peer, s: Settings) -> Sample:
             seen.append((time.monotonic() - started, counter.count(pids) - baseline))
         sample = drain_in_processes(type(peer), peer.target, 1, s.connection_jobs,
                                     s.timeout, method="drain_sleep",
-                                    args=(s.connection_jobs, n), watch=watch)
+                                    args=(s.connection_jobs, n), watch=watch,
+                                    budget=CONNECTION_BUDGET)
     finally:
         counter.close()
     sample.value = max((count for _, count in seen), default=float("nan"))

@@ -67,7 +67,9 @@ class PgQueuerPeer(AsyncPeer):
 
         @manager.entrypoint(ENTRYPOINT)
         async def noop(job: Any) -> None:
+            TALLY.begin()
             on_job(job)
+            TALLY.hit()
         return manager
 
     def drain(self) -> int:
@@ -76,16 +78,27 @@ class PgQueuerPeer(AsyncPeer):
         done = [0]
 
         def count(job: Any) -> None:
-            TALLY.begin()
             done[0] += 1
             self.last_done = time.monotonic()  # drain mode exits seconds after this
         manager = self._manager(count)
         self.run(manager.run(mode=QueueExecutionMode.drain))
         return done[0]
 
+    def _stoppable(self, manager: Any, expected: int) -> None:
+        """Stop ``manager`` once the drain's tally says so (all jobs ran, or the
+        benchmark's time budget for the round is spent)."""
+        loop = self._loop
+        TALLY.arm(expected, lambda: loop.call_soon_threadsafe(manager.shutdown.set))
+
     def drain_default(self, expected: int) -> int:
         """pgqueuer's drain mode has its defaults (batches of 10, no concurrency cap)."""
-        return self.drain()
+        from pgqueuer.domain.types import QueueExecutionMode
+
+        manager = self._manager(lambda job: None)
+        self._stoppable(manager, expected)
+        self.run(manager.run(mode=QueueExecutionMode.drain))
+        self.last_done = TALLY.last_done
+        return TALLY.done
 
     def prefill_sleep(self, n: int, seconds: float) -> None:
         payload = repr(seconds).encode()
@@ -98,18 +111,18 @@ class PgQueuerPeer(AsyncPeer):
         from pgqueuer.domain.types import QueueExecutionMode
 
         manager = QueueManager(self._queries())
-        done = [0]
 
         @manager.entrypoint(SLEEP)
         async def sleep(job: Any) -> None:
             TALLY.begin()
             await asyncio.sleep(float(job.payload.decode()))
-            done[0] += 1
-            self.last_done = time.monotonic()
+            TALLY.hit()
+        self._stoppable(manager, expected)
         # pgqueuer requires max_concurrent_tasks >= 2 x batch_size (default batch: 10).
         self.run(manager.run(mode=QueueExecutionMode.drain, max_concurrent_tasks=concurrency,
                              batch_size=max(1, min(10, concurrency // 2))))
-        return done[0]
+        self.last_done = TALLY.last_done
+        return TALLY.done
 
     def serve(self, stop: Any) -> None:
         manager = self._manager(lambda job: probe.hit(float(job.payload.decode())))

@@ -21,6 +21,7 @@ def noop(n: int, sent: float) -> None:
     _last[0] = time.monotonic()
     if sent:
         probe.hit(sent)
+    TALLY.hit()
 
 
 async def sleep(n: int, seconds: float) -> None:
@@ -28,6 +29,7 @@ async def sleep(n: int, seconds: float) -> None:
     await asyncio.sleep(seconds)
     _count[0] += 1
     _last[0] = time.monotonic()
+    TALLY.hit()
 
 
 class ProcrastinatePeer(AsyncPeer):
@@ -68,9 +70,27 @@ class ProcrastinatePeer(AsyncPeer):
         self.last_done = _last[0] or None
         return _count[0]
 
+    def _drain_until(self, expected: int, **settings: Any) -> int:
+        """``run_worker_async(wait=False)`` until the queue is empty, or cancelled once
+        the drain's tally says so (all ran, or the round's time budget is spent)."""
+        _count[0] = 0
+
+        async def go() -> None:
+            loop = asyncio.get_running_loop()
+            worker = asyncio.ensure_future(self.app.run_worker_async(
+                queues=[QUEUE], wait=False, install_signal_handlers=False, **settings))
+            TALLY.arm(expected, lambda: loop.call_soon_threadsafe(worker.cancel))
+            try:
+                await worker
+            except asyncio.CancelledError:
+                pass
+        self.run(go())
+        self.last_done = _last[0] or None
+        return _count[0]
+
     def drain_default(self, expected: int) -> int:
         """``run_worker_async`` with its defaults (concurrency 1), until the queue is empty."""
-        return self.drain()
+        return self._drain_until(expected)
 
     def prefill_sleep(self, n: int, seconds: float) -> None:
         kwargs = [{"n": i, "seconds": seconds} for i in range(n)]
@@ -78,7 +98,7 @@ class ProcrastinatePeer(AsyncPeer):
 
     def drain_sleep(self, expected: int, concurrency: int) -> int:
         """``run_worker_async(concurrency=N)``, async handlers."""
-        return self.drain(concurrency=concurrency)
+        return self._drain_until(expected, concurrency=concurrency)
 
     def serve(self, stop: Any) -> None:
         async def serve() -> None:
