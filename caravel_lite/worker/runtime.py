@@ -350,22 +350,19 @@ class QueueWorker:
         for name in order:
             if total >= limit:
                 break
-            leases, lost_races = self._claim_from(name, limit - total)
+            batch = self.queue.claim_batch(name, limit - total)
+            leases, lost_races = list(batch.leases), batch.contended
             contended = contended or lost_races
             with self._waiting_lock:
                 self._waiting.extend(leases)
             total += len(leases)
         return total, contended
 
-    def _claim_from(self, queue_name: str, limit: int) -> Tuple[List[QueueLease], bool]:
+    def _claim_for_run_once(self, queue_name: str, limit: int) -> List[QueueLease]:
         if limit == 1:
             lease = self.queue.claim(queue_name)
-            leases = [lease] if lease is not None else []
-        else:
-            leases = self.queue.claim_many(queue_name, limit)
-        if leases:
-            logger.debug("claimed %d job(s) on queue %s", len(leases), queue_name)
-        return leases, False
+            return [lease] if lease is not None else []
+        return self.queue.claim_many(queue_name, limit)
 
     def _start_waiting(self, stop: threading.Event) -> None:
         """Start waiting jobs in the free slots (never one whose lease is too old)."""
@@ -487,7 +484,7 @@ class QueueWorker:
         lease = self._next_waiting(queue_name)
         if lease is None:
             self._acks.flush()  # before the next claim
-            leases, _ = self._claim_from(queue_name, self.prefetch or 1)
+            leases = self._claim_for_run_once(queue_name, self.prefetch or 1)
             if not leases:
                 return False
             lease = leases[0]

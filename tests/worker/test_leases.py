@@ -119,9 +119,10 @@ def test_database_errors_on_claim_and_acknowledgement_propagate(db, method):
     producer = DatabaseQueue(db, registry, options())
     for _ in range(2):  # one for run_once, one for run
         enqueue(producer, Work(method))
-    # run() writes completions in batches (complete_many), run_once one by one.
-    broken = raising(method, "complete_many" if method == "complete" else method)(
-        db, registry, options())
+    # run() claims with claim_batch and writes completions in batches (complete_many);
+    # run_once claims with claim and completes one by one.
+    also = {"claim": "claim_batch", "complete": "complete_many"}.get(method, method)
+    broken = raising(method, also)(db, registry, options())
     with pytest.raises(peewee.OperationalError):
         QueueWorker(broken).run_once(QUEUE)
     with pytest.raises(peewee.OperationalError):  # the loop does not swallow it either

@@ -162,7 +162,8 @@ class Down(DatabaseQueue):
     def claim(self, queue_name: str) -> Any:
         raise peewee.OperationalError("simulated outage")
 
-    claim_many = lambda self, queue_name, limit: self.claim(queue_name)  # noqa: E731
+    def claim_batch(self, queue_name: str, limit: int) -> Any:
+        raise peewee.OperationalError("simulated outage")
 
 
 def test_the_outage_budget_ends_the_run_with_one_warning(db, caplog):

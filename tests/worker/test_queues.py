@@ -10,6 +10,8 @@ import pytest
 
 from caravel_lite import DatabaseQueue, Dispatch, JobContext, JobRegistry, QueueWorker
 from caravel_lite.errors import InvalidField
+from caravel_lite.values import ClaimBatch
+from caravel_lite.worker import waiter as waiter_module
 
 from tests.support import wait_for
 from tests.worker.helpers import TENANT, options
@@ -96,3 +98,51 @@ def test_queue_names_are_validated(db, names):
     worker = QueueWorker(DatabaseQueue(db, JobRegistry(), options()))
     with pytest.raises(InvalidField):
         worker.run(names, stop=threading.Event())
+
+
+class Contended(DatabaseQueue):
+    """Its first claims lose every race (as on MariaDB's portable claim path under
+    contention): nothing leased, ``contended`` True."""
+
+    losses = 3
+    calls = 0
+
+    def claim_batch(self, queue_name, limit):
+        self.calls += 1
+        if self.losses > 0:
+            self.losses -= 1
+            return ClaimBatch((), True)
+        return super().claim_batch(queue_name, limit)
+
+
+def test_a_claim_that_lost_every_race_is_repeated_at_once(db, connect, monkeypatch):
+    """Not after poll_interval (30 s here), and without going idle in between."""
+    ran: List[int] = []
+    registry = JobRegistry()
+    registry.register("tests.task.v1", Task, lambda job, ctx: ran.append(job.n))
+    _enqueue(DatabaseQueue(db, registry, options(lease=30)), CRITICAL, 1)
+    waits: List[int] = []
+    real = waiter_module.waiter_for
+
+    def counting_waiter(queue, names):
+        inner = real(queue, names)
+        original = inner.wait
+
+        def wait(wakeup, timeout):
+            waits.append(len(ran))
+            return original(wakeup, timeout)
+        inner.wait = wait
+        return inner
+
+    monkeypatch.setattr(waiter_module, "waiter_for", counting_waiter)
+    contended = Contended(connect(), registry, options(lease=30))
+    stop, errors = threading.Event(), []
+    thread = threading.Thread(target=_worker_run, args=(QueueWorker(contended, poll_interval=30),
+                                                        [CRITICAL], stop, errors))
+    thread.start()
+    wait_for(lambda: ran == [0], timeout=10, message="the job, soon after three lost races")
+    stop.set()
+    thread.join(10)
+    assert not errors
+    assert contended.calls >= 4
+    assert 0 not in waits  # never idle before the job was taken
