@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import List, Optional, Tuple
+from datetime import timedelta
+from typing import List, Optional, Tuple, Union
 
 import peewee
 
@@ -17,6 +18,7 @@ from caravel_lite.clock import Clock, floor_ms, now_micros, system_clock
 from caravel_lite.dialect import retrying
 from caravel_lite.errors import CaravelError, InvalidField, QueueIdempotencyConflict
 from caravel_lite.observability import logger
+from caravel_lite.outage import OutagePolicy, check_max_outage
 from caravel_lite.outbox import (OutboxCounts, OutboxTable, PendingIntent, SetAsideIntent,
                                  SetAsideReason)
 from caravel_lite.envelope import Envelope, dedup_digest
@@ -150,12 +152,19 @@ class OutboxRelay:
     # -- continuous --------------------------------------------------------------------
 
     def run(self, stop: threading.Event, poll_interval: float = 1.0,
-            batch_size: int = 100) -> None:
+            batch_size: int = 100, *,
+            max_outage: Union[None, float, timedelta] = None) -> None:
         """Relay until ``stop`` is set: a full batch is followed at once by the next
         pass; otherwise wait ``poll_interval`` seconds (or until ``stop``).
 
-        Database errors propagate and end the loop, so a supervisor sees the failure
-        and restarts the relay; undispatched intents stay pending meanwhile.
+        ``max_outage``: None (the default) lets database errors propagate and end the
+        loop, so a supervisor sees the failure and restarts the relay; undispatched
+        intents stay pending meanwhile. Seconds (or a timedelta) make it ride out an
+        outage of either database as the worker does (:mod:`caravel_lite.outage`): one
+        warning, a jittered back-off of 0.5 s up to 10 s, fresh connections, and carry
+        on; it raises only after that long without a successful pass, or at once on a
+        fault waiting cannot fix. An interrupted pass is repaired by the next one
+        without a second job.
         """
         if not hasattr(stop, "is_set") or not hasattr(stop, "wait"):
             raise InvalidField("stop", "must be a threading.Event")
@@ -163,10 +172,22 @@ class OutboxRelay:
                 or not 0 < poll_interval <= 3600:
             raise InvalidField("poll_interval", "must be a number of seconds in (0, 3600]")
         validation.check_int("batch_size", batch_size, 1, MAX_BATCH)
+        budget = check_max_outage(max_outage)
+        policy = (OutagePolicy(budget, [self.db, self.queue.db], self.queue.dialect,
+                               what="outbox relay") if budget is not None else None)
         logger.info("outbox relay started")
         try:
             while not stop.is_set():
-                read, _ = self._pass(batch_size)
+                try:
+                    read, _ = self._pass(batch_size)
+                except Exception as exc:
+                    if policy is None:
+                        raise
+                    if policy.failed(exc, stop.wait):  # re-raises when it gives up
+                        break
+                    continue
+                if policy is not None:
+                    policy.succeeded()
                 if read < batch_size:
                     stop.wait(poll_interval)
         finally:
