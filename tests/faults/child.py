@@ -1,7 +1,7 @@
 """Processes started by the fault tests (``python -m tests.faults.child MODE ...``).
 
 ``worker``: a QueueWorker loop over the fault registry until SIGTERM (exit 0), or until
-an infrastructure error (exit 1); ``enqueue``: enqueues ``Work`` jobs until SIGTERM or a
+an infrastructure error (exit 1; with ``--max-outage S`` only after S seconds of outage); ``enqueue``: enqueues ``Work`` jobs until SIGTERM or a
 count is reached. Both write a JSON summary (transient errors retried, errors seen,
 jobs accepted) to ``--out`` when they end normally, so the test can audit them.
 """
@@ -91,7 +91,8 @@ def worker(args: argparse.Namespace) -> int:
     try:
         with handle_signals(stop):
             _ready(args)
-            QueueWorker(queue, poll_interval=args.poll).run(jobs.QUEUE, stop=stop)
+            QueueWorker(queue, poll_interval=args.poll).run(jobs.QUEUE, stop=stop,
+                                                            max_outage=args.max_outage)
     except peewee.PeeweeException as exc:
         errors.append(f"{type(exc).__name__}: {exc}")
         traceback.print_exc()
@@ -135,6 +136,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--max-attempts", type=int, default=100)
     parser.add_argument("--retry-ms", type=int, default=50)
     parser.add_argument("--poll", type=float, default=0.1)
+    parser.add_argument("--max-outage", type=float, default=None,
+                        help="ride out database outages this long (default: exit 1)")
     parser.add_argument("--busy-ms", type=int)
     parser.add_argument("--no-retry", action="store_true",
                         help="turn the library's transient-error retry off (negative control)")
