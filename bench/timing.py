@@ -40,16 +40,21 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[int(rank) - 1]
 
 
-def timed_each(action: Callable[[int], object], n: int) -> Sample:
-    """Call ``action(i)`` n times; total wall time and per-call latency."""
+def timed_each(action: Callable[[int], object], n: int,
+               budget: Optional[float] = None) -> Sample:
+    """Call ``action(i)`` n times, or until ``budget`` seconds have passed; total wall
+    time and per-call latency (a sample cut short by the budget is incomplete)."""
     clock = time.perf_counter
     latencies = []
     start = clock()
+    end = start + budget if budget is not None else None
     for i in range(n):
         before = clock()
         action(i)
         latencies.append(clock() - before)
-    return Sample(n, clock() - start, latencies, expected=n)
+        if end is not None and latencies and before > end:
+            break
+    return Sample(len(latencies), clock() - start, latencies, expected=n)
 
 
 def timed_once(action: Callable[[], object], n: int) -> Sample:

@@ -61,8 +61,8 @@ class Peer:
     def enqueue_one(self, i: int) -> None:
         raise NotApplicable("n/a")
 
-    def enqueue_each(self, n: int) -> Sample:
-        return timed_each(self.enqueue_one, n)
+    def enqueue_each(self, n: int, budget: Optional[float] = None) -> Sample:
+        return timed_each(self.enqueue_one, n, budget)
 
     def enqueue_bulk(self, n: int) -> Sample:
         """Enqueue n jobs in one call/transaction, timed."""
