@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from caravel_lite import cron as cron_rules
 from caravel_lite.clock import from_ms, now_micros
@@ -229,6 +229,21 @@ class QueueScheduler:
         logger.info("scheduler stopped")
 
     # -- inspection ----------------------------------------------------------------------
+
+    def min_prune_age(self, queue_names: Optional[Sequence[str]] = None) -> timedelta:
+        """The shortest ``older_than`` with which pruning finished jobs never lets a
+        slot run again: the longest interval and catch-up window among the schedules
+        (of ``queue_names`` only, when given). A slot is looked at again while it is an
+        interval schedule's current slot or within a catch-up window; a job pruned
+        sooner loses its key and the slot's job would be made anew."""
+        longest = 0
+        for schedule in self.schedules:
+            if queue_names is not None and schedule.queue_name not in queue_names:
+                continue
+            if isinstance(schedule.timing, Interval):
+                longest = max(longest, schedule.timing.interval_ms * 1000)
+            longest = max(longest, schedule.catch_up_us or 0)
+        return timedelta(microseconds=longest)
 
     def status(self) -> List[ScheduleStatus]:
         """Each schedule with its last slot enqueued (read from the database) and its

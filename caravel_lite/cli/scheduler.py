@@ -18,7 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import threading
-from typing import List, Optional
+from datetime import timedelta
+from typing import List, Optional, Sequence
 
 import peewee
 
@@ -142,6 +143,20 @@ class SchedulerThread:
             raise _fault(self.scheduler, self.error, self.max_outage) from self.error
 
 
+def _check_pruning(scheduler: QueueScheduler, prune_after: Optional[timedelta],
+                   queue_names: Optional[Sequence[str]]) -> None:
+    """A worker that prunes its queues must keep their schedules' keys long enough
+    (README, Recurring jobs: retention), or a pruned slot would run again."""
+    if prune_after is None:
+        return
+    needed = scheduler.min_prune_age(queue_names)
+    if prune_after < needed:
+        raise common.UsageError(
+            f"--prune-after {prune_after} is shorter than {needed}, the longest interval "
+            f"or catch-up window of the --scheduler's schedules on these queues: a pruned "
+            f"slot would run again")
+
+
 def start_beside(args: argparse.Namespace, spec: Optional[str],
                  stop: threading.Event) -> List[SchedulerThread]:
     """For ``worker --scheduler MODULE:ATTR``: the scheduler, checked against its schema
@@ -150,6 +165,8 @@ def start_beside(args: argparse.Namespace, spec: Optional[str],
     if spec is None:
         return []
     scheduler = load_scheduler(args, spec)
+    _check_pruning(scheduler, getattr(args, "prune_after", None),
+                   getattr(args, "queue_names", None))
     max_outage = check_max_outage(getattr(args, "max_outage", None))
     if not common.wait_for_schema(scheduler.queue, stop, max_outage, "scheduler"):
         return []  # stopped while the database was away

@@ -85,3 +85,15 @@ def scheduler_from_env() -> QueueScheduler:
 
 
 not_a_scheduler = registry
+
+
+def scheduler_with_catch_up() -> QueueScheduler:
+    """A schedule whose keys must outlive a two-hour catch-up window."""
+    import os
+    db = open_database(os.environ["CARAVEL_DATABASE_URL"])
+    scheduler = QueueScheduler(make_queue(db))
+    scheduler.every("beat", timedelta(seconds=1), Tick(1), queue=QUEUE, tenant_id=TENANT,
+                    catch_up=timedelta(minutes=10))
+    scheduler.cron("hourly", "0 * * * *", Tick(2), queue=QUEUE, tenant_id=TENANT,
+                   catch_up=timedelta(hours=2))
+    return scheduler

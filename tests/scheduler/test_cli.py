@@ -135,3 +135,21 @@ def test_an_unreachable_database_is_waited_for_up_to_max_outage():
     at_once = procs.run("scheduler", TARGET, "--max-outage", "0", env=env)
     assert at_once.returncode == 1
     assert procs.one_line(at_once.stderr).startswith("caravel-lite scheduler: scheduler faulted: ")
+
+
+def test_a_pruning_worker_must_keep_its_schedules_keys(db, db_url):
+    env = {"CARAVEL_DATABASE_URL": db_url}
+    command = ("worker", "tests.scheduler.jobs:registry", "--queue", QUEUE,
+               "--scheduler", "tests.scheduler.jobs:scheduler_with_catch_up")
+    refused = procs.run(*command, "--prune-after", "1h", env=env)
+    assert refused.returncode == 2, refused.stderr
+    line = procs.one_line(refused.stderr)
+    assert line.startswith("caravel-lite worker: --prune-after 1:00:00 is shorter than 2:00:00")
+    assert job_count(db) == 0  # refused before anything ran
+    process = procs.start(*command, "--prune-after", "2h", env=env)  # long enough
+    try:
+        wait_for(lambda: job_count(db) > 0, timeout=60, message="the schedules running")
+        process.send_signal(signal.SIGTERM)
+    finally:
+        code, out, err = procs.finish(process)
+    assert code == 0, err

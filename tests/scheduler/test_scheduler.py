@@ -399,3 +399,19 @@ def test_the_retention_rule_pruning_after_the_window_runs_nothing_again(db):
     base = slot_of(keys(db)[0])
     assert [slot_of(k) for k in keys(db)] == list(range(base, base + 11))
     assert base == (T0 - datetime(1970, 1, 1, tzinfo=UTC)) // MINUTE + 5
+
+
+def test_min_prune_age_is_the_longest_interval_or_catch_up_window(db):
+    scheduler = scheduler_at(db, ManualClock(T0))
+    assert scheduler.min_prune_age() == timedelta(0)
+    every_minute(scheduler, "tick")
+    assert scheduler.min_prune_age() == MINUTE
+    scheduler.cron("nightly", "0 2 * * *", Tick(2), queue=QUEUE, tenant_id=TENANT)
+    assert scheduler.min_prune_age() == MINUTE  # a cron slot without catch-up: none needed
+    scheduler.cron("hourly", "0 * * * *", Tick(3), queue="other", tenant_id=TENANT,
+                   catch_up=timedelta(hours=2))
+    scheduler.every("weekly", timedelta(days=7), Tick(4), queue="third", tenant_id=TENANT)
+    assert scheduler.min_prune_age() == timedelta(days=7)
+    assert scheduler.min_prune_age([QUEUE, "other"]) == timedelta(hours=2)
+    assert scheduler.min_prune_age([QUEUE]) == MINUTE
+    assert scheduler.min_prune_age(["nowhere"]) == timedelta(0)
