@@ -17,7 +17,7 @@ import sysconfig
 import traceback
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple, cast
 
 import peewee
 
@@ -187,7 +187,7 @@ def check_describer(value: object) -> Optional[Describe]:
     if value is not None and not callable(value):
         raise InvalidField("describe_failure", "must be a callable taking the exception "
                            "and returning a str or None")
-    return value  # type: ignore[return-value]
+    return cast(Optional[Describe], value)
 
 
 __all__ = ["ErrorInfo", "FailureLog", "KEEP", "DESCRIPTION_BYTES", "describe",

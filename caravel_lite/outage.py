@@ -19,12 +19,15 @@ from __future__ import annotations
 import random
 import time
 from datetime import timedelta
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import peewee
 
 from caravel_lite.errors import InvalidField, SchemaNotReady
 from caravel_lite.observability import logger
+
+if TYPE_CHECKING:
+    from caravel_lite.dialect import Dialect
 
 __all__ = ["OutagePolicy", "check_max_outage", "FIRST_PAUSE", "MAX_PAUSE"]
 
@@ -47,7 +50,7 @@ def check_max_outage(value: object) -> Optional[float]:
     return seconds
 
 
-def rides_out(exc: BaseException, dialect) -> bool:
+def rides_out(exc: BaseException, dialect: Dialect) -> bool:
     """Whether waiting may fix ``exc``: a lost or refused connection, a server starting
     up or shutting down, a lock that did not clear; not a missing schema, a refused
     login, nor an error in what was asked (constraints, SQL)."""
@@ -66,7 +69,8 @@ class OutagePolicy:
     was requested meanwhile (the loop then ends normally).
     """
 
-    def __init__(self, max_outage: float, databases: Sequence[peewee.Database], dialect,
+    def __init__(self, max_outage: float, databases: Sequence[peewee.Database],
+                 dialect: Dialect,
                  *, what: str = "worker", monotonic: Callable[[], float] = time.monotonic,
                  rng: Optional[random.Random] = None) -> None:
         self.max_outage = max_outage

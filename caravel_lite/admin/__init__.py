@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import peewee
 
@@ -49,7 +49,7 @@ def _maybe_ms(value: Any) -> Optional[datetime]:
     return from_ms(int(value)) if value is not None else None
 
 
-def _summary_fields(row: Sequence[Any]) -> dict:
+def _summary_fields(row: Sequence[Any]) -> Dict[str, Any]:
     return dict(
         job_id=uuid.UUID(row[0]), queue_name=row[1], tenant_id=row[2], wire_name=row[3],
         state=JobState(row[4]), priority=Priority(row[5]), attempts=row[6],
@@ -190,7 +190,7 @@ class QueueAdmin:
                 total += len(rows)
                 continue
             now_ms = floor_ms(self._now_us())
-            by_queue: dict = {}
+            by_queue: Dict[str, List[str]] = {}
             for job_id, queue_name in rows:
                 by_queue.setdefault(queue_name, []).append(job_id)
             for queue_name, ids in by_queue.items():  # one UPDATE per queue: exact counts
@@ -216,7 +216,7 @@ class QueueAdmin:
         now_ms = floor_ms(self._now_us())
         sql = self._replay.format(ids=self.db.param)
         changed = retrying(dialect_of(self.db), self.db,
-                           lambda: self.db.execute_sql(sql, (now_ms, now_ms, ident)).rowcount)
+                           lambda: int(self.db.execute_sql(sql, (now_ms, now_ms, ident)).rowcount))
         if changed:
             self._telemetry.count("replayed", row[0])
         return changed == 1
@@ -229,8 +229,8 @@ class QueueAdmin:
         ident = validation.check_uuid("job_id", job_id)
         now_ms = floor_ms(self._now_us())
         changed = retrying(dialect_of(self.db), self.db,
-                           lambda: self.db.execute_sql(self._discard,
-                                                       (now_ms, now_ms, ident)).rowcount) == 1
+                           lambda: int(self.db.execute_sql(self._discard,
+                                                           (now_ms, now_ms, ident)).rowcount)) == 1
         if changed:
             logger.info("job %s discarded by an operator", ident)
         return changed

@@ -21,7 +21,7 @@ import contextlib
 import enum
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Optional
+from typing import Any, Callable, ContextManager, Dict, Optional
 
 from caravel_lite import codec
 from caravel_lite.observability import Telemetry, logger
@@ -94,7 +94,7 @@ def prepare(lease: QueueLease, queue: Any) -> "Execution | Settlement":
     return Execution(lease, definition.handler, job)
 
 
-def span_attributes(lease: QueueLease) -> dict:
+def span_attributes(lease: QueueLease) -> Dict[str, Any]:
     return {"queue": lease.context.queue, "job_id": str(lease.job_id),
             "wire_name": lease.wire_name}
 

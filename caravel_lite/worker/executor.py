@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import queue as stdqueue
 import threading
-from typing import Any, Callable, Coroutine, List, Optional
+from typing import Any, Callable, Coroutine, Dict, List, Optional
 
 from caravel_lite.observability import logger
 
@@ -86,12 +86,13 @@ class Executor:
         loop = self.loop
         loop.call_soon_threadsafe(lambda: loop.create_task(make()))
 
-    def run_coroutine(self, awaitable: Any, on_task: Callable[[asyncio.Future], None]) -> Any:
+    def run_coroutine(self, awaitable: Any,
+                      on_task: Callable[["asyncio.Future[Any]"], None]) -> Any:
         """Await ``awaitable`` on the worker's event loop from a handler thread and
         return its result; ``on_task`` receives the task first (to cancel it)."""
         loop = self.loop
         done = threading.Event()
-        box: dict = {}
+        box: Dict[str, Any] = {}
 
         async def runner() -> None:
             task = asyncio.current_task()

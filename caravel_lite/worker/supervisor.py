@@ -14,10 +14,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from caravel_lite.observability import logger
 from caravel_lite.values import JobContext, QueueLease
+
+if TYPE_CHECKING:
+    from caravel_lite.queue import DatabaseQueue
 
 # Reasons a job was told to stop (also the span outcomes of such jobs).
 LEASE_LOST = "lease_lost"
@@ -58,7 +61,7 @@ class JobControl:
         self.used_db = False    # the supervisor renewed it (on its own connection)
         self._lock = threading.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._task: Optional[asyncio.Future] = None
+        self._task: Optional[asyncio.Future[Any]] = None
 
     @property
     def ctx(self) -> JobContext:
@@ -71,7 +74,7 @@ class JobControl:
             self.ctx.cancelled.set()
             self._cancel_task()
 
-    def attach(self, loop: asyncio.AbstractEventLoop, task: asyncio.Future) -> None:
+    def attach(self, loop: asyncio.AbstractEventLoop, task: asyncio.Future[Any]) -> None:
         with self._lock:
             self._loop, self._task = loop, task
             if self.reason is not None:
@@ -99,7 +102,7 @@ class Supervisor:
     out database outages); deadlines still cancel.
     """
 
-    def __init__(self, queue, chore: Callable[[], bool]) -> None:
+    def __init__(self, queue: DatabaseQueue, chore: Callable[[], bool]) -> None:
         self._queue = queue
         self._chore = chore
         self._lock = threading.Lock()
@@ -259,7 +262,8 @@ class Supervisor:
                 if not renewed:
                     control.finished = True
                     return SUPERVISOR_TICK
-                control.next_renewal = time.monotonic() + self._period
+                control.next_renewal = (time.monotonic() + self._period
+                                        if self._period is not None else None)
             wait = min(remaining, SUPERVISOR_TICK)
             if control.next_renewal is not None:
                 wait = min(wait, max(control.next_renewal - time.monotonic(), 0.0))
