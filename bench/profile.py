@@ -7,18 +7,22 @@ drain (QueueWorker.run_once with prefetch=50 over a pre-filled queue), profiled 
 pyinstrument; default (``QueueWorker(queue).run(...)`` with no setting given over a
 pre-filled queue until every job ran, what the "drain, default worker" scenario
 measures) and sleep (the same at ``--concurrency`` over jobs sleeping 50 ms), profiled
-with :mod:`bench.sampler` on every thread, since the worker has threads of its own.
+with :mod:`bench.sampler` on every thread, since the worker has threads of its own;
+idle (a default worker on an empty queue for ``--seconds``): CPU time and voluntary
+context switches of each of its threads, from /proc (a sampler cannot see wake-ups
+this short).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from bench import targets
 from bench.peers.caravel import CaravelPeer
 from bench.peers.caravel_worker import CaravelPrefetchPeer
 
-PATHS = ("enqueue", "claim", "drain", "default", "sleep")
+PATHS = ("enqueue", "claim", "drain", "default", "sleep", "idle")
 
 
 def main() -> int:
@@ -27,9 +31,12 @@ def main() -> int:
     p.add_argument("--path", default="enqueue", choices=PATHS)
     p.add_argument("--jobs", type=int, default=5000)
     p.add_argument("--concurrency", type=int, default=10, help="for --path sleep")
+    p.add_argument("--seconds", type=float, default=20.0, help="for --path idle")
     args = p.parse_args()
     if args.path in ("default", "sleep"):
         return _worker(args)
+    if args.path == "idle":
+        return _idle(args)
     from pyinstrument import Profiler
 
     workspace = targets.Workspace()
@@ -81,6 +88,58 @@ def _worker(args: argparse.Namespace) -> int:
             peer.close()
             print(f"{done} jobs in {elapsed:.2f} s: {done / elapsed:,.0f}/s (profiler on)")
             print(sampler.report())
+    finally:
+        workspace.close()
+    return 0
+
+
+def _threads() -> dict:
+    """tid -> (CPU ticks, voluntary context switches) of this process's threads."""
+    found = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/self/task/{tid}/status") as status:
+                switches = int(status.read().split("voluntary_ctxt_switches:")[1].split()[0])
+        except (OSError, IndexError):
+            continue
+        found[int(tid)] = (int(fields[11]) + int(fields[12]), switches)
+    return found
+
+
+def _idle(args: argparse.Namespace) -> int:
+    import threading
+
+    from bench.peers.base import QUEUE
+    from caravel_lite.worker import QueueWorker
+
+    workspace = targets.Workspace()
+    try:
+        with targets.fresh(targets.TARGETS[args.database], workspace) as target:
+            peer = CaravelPeer(target)
+            peer.open()
+            peer.install()
+            stop = threading.Event()
+            loop = threading.Thread(target=QueueWorker(peer.queue).run, args=(QUEUE,),
+                                    kwargs={"stop": stop}, name="worker-loop")
+            loop.start()
+            time.sleep(2.0)  # settled in its idle wait
+            before = _threads()
+            time.sleep(args.seconds)
+            after = _threads()
+            names = {t.native_id: t.name for t in threading.enumerate()}
+            tick = os.sysconf("SC_CLK_TCK")
+            print(f"idle default worker, {args.database}, {args.seconds:g} s:")
+            for tid, (ticks, switches) in sorted(after.items()):
+                if tid in before:
+                    cpu = (ticks - before[tid][0]) / tick
+                    print(f"  {names.get(tid, str(tid)):24s} CPU {cpu * 1000:6.0f} ms "
+                          f"({100 * cpu / args.seconds:.2f}% of a core), "
+                          f"{switches - before[tid][1]} voluntary switches")
+            stop.set()
+            loop.join()
+            peer.close()
     finally:
         workspace.close()
     return 0
