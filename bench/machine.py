@@ -81,7 +81,8 @@ def describe(load_before: str) -> List[str]:
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
-            versions[package] = "not installed"
+            versions[package] = ("from this checkout" if package == "caravel_lite"
+                                 else "not installed")
     return [
         f"- caravel_lite at commit {_commit()}",
         f"- CPU: {os.cpu_count()} logical cores, {_cpu_model()}; memory {_memory_gib()}",

@@ -3,6 +3,7 @@ in a fresh database, and keeps a Summary or the reason there is no number."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ class Results:
     outcomes: Dict[Tuple[str, str, str], Outcome] = field(default_factory=dict)
     target_notes: Dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0  # how long the whole run took
+    loads: List[float] = field(default_factory=list)  # 1-minute load at each case's start
 
 
 def log(message: str) -> None:
@@ -88,6 +90,8 @@ def run(settings: Settings, chosen_targets: Sequence[targets.Target], chosen_cas
                     if outcome is None and budget is not None and started - run_started > budget:
                         outcome = BUDGET_SPENT
                     if outcome is None:
+                        with contextlib.suppress(OSError, AttributeError):
+                            results.loads.append(os.getloadavg()[0])
                         log(f"[{target.key}] {case.key} {key} ...")
                         outcome = run_case(peer_cls, target, case, settings, workspace)
                     results.outcomes[(target.key, case.key, key)] = outcome
