@@ -56,6 +56,10 @@ def parser() -> argparse.ArgumentParser:
                    help=f"idle CPU window of caravel_lite's worker (full: {full.idle_seconds:g})")
     p.add_argument("--prune-rows", type=int,
                    help=f"finished rows pruned under load (full: {full.prune_rows:,})")
+    p.add_argument("--drain-budget", type=float, metavar="SECONDS",
+                   help=f"longest enqueue or drain round (full: {full.drain_budget:g})")
+    p.add_argument("--prune-budget", type=float, metavar="SECONDS",
+                   help=f"longest prune timed under load (full: {full.prune_budget:g})")
     p.add_argument("--budget", type=float, metavar="MINUTES",
                    help="start no new case after this many minutes (those left are "
                         "reported as not run)")
@@ -79,7 +83,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         ("jobs", args.jobs), ("rounds", args.rounds), ("pickup_jobs", args.pickup_jobs),
         ("history_rows", args.history), ("history_rows_other", args.history_other),
         ("claim_jobs", args.claims), ("sleep_jobs", args.sleep_jobs),
-        ("idle_seconds", args.idle_seconds), ("prune_rows", args.prune_rows))
+        ("idle_seconds", args.idle_seconds), ("prune_rows", args.prune_rows),
+        ("drain_budget", args.drain_budget), ("prune_budget", args.prune_budget))
         if value is not None}
     if args.workers:
         changes["workers"] = _ints(args.workers)
