@@ -5,23 +5,26 @@ the queue until SIGTERM or SIGINT (exit 0), or for one pass with ``--once`` (pri
 
 ``MODULE:ATTR`` names the JobRegistry of every job type the outbox may hold (the queue
 is then opened on ``--database``, default ``$CARAVEL_DATABASE_URL``), the application's
-DatabaseQueue, or a callable returning either. A database failure ends the relay with
-exit code 1 and one line on stderr, so a service manager can restart it; undispatched
-intents simply wait. Bad arguments exit 2.
+DatabaseQueue, or a callable returning either. A database that goes away is waited for
+up to ``--max-outage`` seconds (default 60); after that, or at once on a refused login
+or a missing schema, the relay exits 1 with one line on stderr, so a service manager
+can restart it; undispatched intents simply wait. Bad arguments exit 2.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import signal
 import threading
-from types import FrameType
-from typing import List, Optional
+from typing import Optional
+
+import peewee
 
 from caravel_lite.cli import common
 from caravel_lite.migrator import check_schema
 from caravel_lite.options import QueueOptions
 from caravel_lite.relay import MAX_BATCH, OutboxRelay
+
+DEFAULT_MAX_OUTAGE = 60.0
 
 
 def _batch_size(text: str) -> int:
@@ -61,6 +64,10 @@ def register(subparsers: common.Subparsers) -> None:
     cmd.add_argument("--max-payload-bytes", type=int, default=None, metavar="N",
                      help="the queue's payload limit; larger intents are set aside "
                           "(default 65536; with a JobRegistry)")
+    cmd.add_argument("--max-outage", type=float, default=DEFAULT_MAX_OUTAGE, metavar="S",
+                     help="ride out an outage of either database for up to S seconds, then "
+                          f"exit 1; 0 exits at the first database failure (default "
+                          f"{DEFAULT_MAX_OUTAGE:g})")
     cmd.add_argument("--once", action="store_true",
                      help="run one pass, print {\"marked\": N, ...} and exit")
     common.add_log_level_argument(cmd)
@@ -76,65 +83,47 @@ def _options(args: argparse.Namespace) -> Optional[QueueOptions]:
         raise common.UsageError(f"--max-payload-bytes: {common.one_line(exc)}") from None
 
 
+def _max_outage(args: argparse.Namespace) -> Optional[float]:
+    if args.max_outage < 0:
+        raise common.UsageError(f"--max-outage must be 0 or more seconds, got {args.max_outage:g}")
+    return args.max_outage or None  # 0: no riding out; the first failure ends the relay
+
+
 def run(args: argparse.Namespace) -> int:
+    from caravel_lite.worker import handle_signals
+
     app_url = common.database_url(args, "--app-database", common.APP_DATABASE_ENV)
     assert app_url is not None
     app_db = common.open_url(app_url, "--app-database")
+    max_outage = _max_outage(args)
     flags = ["--max-payload-bytes"] if args.max_payload_bytes is not None else []
     queue = common.load_queue(args, args.target, _options(args), flags)
     common.configure_logging(args.log_level)
     try:
-        check_schema(app_db)
-        check_schema(queue.db)
         relay = OutboxRelay(app_db, queue)
-        if args.once:
+        if args.once:  # one pass, for a cron job: no waiting for a database
+            check_schema(app_db)
+            check_schema(queue.db)
             marked = relay.run_once(args.batch_size)
             counts = relay.status()
             print(json.dumps({"marked": marked, "pending": counts.pending,
                               "dispatched": counts.dispatched, "set_aside": counts.set_aside,
                               "set_aside_reasons": dict(counts.set_aside_reasons)}))
             return common.OK
-        error = _run_until_signalled(relay, args)
-        if error is not None:
-            raise common.CommandFailed(f"stopped: {common.described(error)}") from error
+        stop = threading.Event()
+        # SIGTERM/SIGINT set ``stop`` from a helper thread, so the loop may wait on it in
+        # this thread (a second SIGINT interrupts at once).
+        with handle_signals(stop):
+            try:
+                if common.wait_for_schema(queue, stop, max_outage, "relay", others=[app_db]):
+                    relay.run(stop, poll_interval=args.poll_interval,
+                              batch_size=args.batch_size, max_outage=max_outage)
+            except (peewee.PeeweeException, OSError) as exc:
+                if max_outage is not None and common.rides_out(queue, exc):
+                    reason = "database unavailable for longer than --max-outage"
+                else:
+                    reason = "relay faulted"
+                raise common.CommandFailed(f"{reason}: {common.described(exc)}") from exc
         return common.OK
     finally:
         common.close_quietly(app_db, queue.db)
-
-
-def _run_until_signalled(relay: OutboxRelay, args: argparse.Namespace
-                         ) -> Optional[BaseException]:
-    """Run the relay loop in a thread until SIGTERM/SIGINT or a failure; returns the
-    failure, if any.
-
-    The loop runs off the main thread because signal handlers run on the main thread:
-    setting the stop event from a handler that interrupted ``Event.wait`` on the same
-    thread could deadlock on the event's own lock.
-    """
-    stop = threading.Event()
-    failure: List[BaseException] = []
-
-    def loop() -> None:
-        try:
-            relay.run(stop, poll_interval=args.poll_interval, batch_size=args.batch_size)
-        except BaseException as exc:  # handed to the main thread, which reports it
-            failure.append(exc)
-        finally:
-            # Peewee connections belong to the thread that opened them.
-            common.close_quietly(relay.db, relay.queue.db)
-
-    def request_stop(signum: int, frame: Optional[FrameType]) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    thread = threading.Thread(target=loop, name="caravel-relay")
-    try:
-        thread.start()
-        while thread.is_alive():
-            thread.join(0.2)
-    finally:
-        stop.set()
-        thread.join()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return failure[0] if failure else None

@@ -22,7 +22,8 @@ def arguments(command: str, url: str) -> list:
         return ["worker", REGISTRY, "--queue", "cli-work", "--database", url,
                 "--max-outage", "0"]
     if command == "relay":
-        return ["relay", REGISTRY, "--app-database", url, "--database", url]
+        return ["relay", REGISTRY, "--app-database", url, "--database", url,
+                "--max-outage", "0"]
     return [command, "--database", url]
 
 
