@@ -23,7 +23,7 @@ from caravel_lite.migrator import check_schema
 DEFAULT_BIND = "127.0.0.1:8080"
 
 
-def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(subparsers: common.Subparsers) -> None:
     cmd = subparsers.add_parser("dashboard", help="serve the web dashboard",
                                 description=__doc__.replace("``", ""),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

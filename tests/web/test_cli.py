@@ -8,6 +8,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Dict, Optional
 
@@ -41,11 +42,12 @@ class Served:
             raise AssertionError((self.line, self.process.stderr.read()))
         self.url = self.line.split("serving ")[1].split()[0]
 
-    def get(self, path: str, authorization: Optional[str] = None) -> int:
+    def get(self, path: str, authorization: Optional[str] = None,
+            data: Optional[bytes] = None) -> int:
         host, port = self.url.split("//")[1].rstrip("/").rsplit(":", 1)
         # Whatever address it listens on, this machine reaches it on loopback.
         target = f"http://127.0.0.1:{port}{path}"
-        request = urllib.request.Request(target)
+        request = urllib.request.Request(target, data=data)
         if authorization:
             request.add_header("Authorization", authorization)
         try:
@@ -76,6 +78,18 @@ def test_serves_a_public_bind_with_a_token_from_the_environment(db_url):
         assert served.get("/", f"Bearer {TOKEN}") == 200
         basic = base64.b64encode(f"ops:{TOKEN}".encode()).decode()
         assert served.get("/jobs", f"Basic {basic}") == 200
+    finally:
+        assert served.stop() == 0
+
+
+def test_read_only_refuses_actions_even_with_authentication(db_url):
+    served = Served("--database", db_url, "--read-only", "--bind", "127.0.0.1:0",
+                    env=_env(CARAVEL_DASHBOARD_TOKEN=TOKEN))
+    try:
+        assert "read-only" in served.line
+        assert served.get("/", f"Bearer {TOKEN}") == 200
+        form = f"job_id={uuid.uuid4()}&confirmed=1".encode()
+        assert served.get("/actions/replay", f"Bearer {TOKEN}", data=form) == 403
     finally:
         assert served.stop() == 0
 

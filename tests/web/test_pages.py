@@ -163,3 +163,41 @@ def test_unknown_job_and_route(browser):
     assert client.get("/nowhere").status_code == 404
     response = client.post("/jobs", data={})
     assert response.status_code == 405 and response.headers["Allow"] == "GET"
+
+
+class CountingAdmin:
+    """The real admin, with a record of each ``stats`` call's window."""
+
+    def __init__(self, admin) -> None:
+        self._admin = admin
+        self.windows: List[object] = []
+
+    def stats(self, **kwargs):
+        self.windows.append(kwargs["since"])
+        return self._admin.stats(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._admin, name)
+
+
+def test_each_overview_reads_one_hour_after_warm(admin, seeded):
+    from caravel_lite.web import TokenAuth, wsgi_app
+    from tests.web.conftest import AUTH, TOKEN, Browser
+    from werkzeug.test import Client
+
+    counting = CountingAdmin(admin)
+    app = wsgi_app(counting, clock=seeded.clock, auth=TokenAuth(TOKEN))
+    app.warm()
+    now = seeded.clock()
+    assert len(counting.windows) == 2  # the hour, then the rest of the day, once
+    assert counting.windows[1] <= now - timedelta(hours=23, minutes=59)
+    client = Browser(Client(app), AUTH)
+    for _ in range(3):
+        client.page("/")
+        seeded.clock.advance(timedelta(seconds=5))
+    assert len(counting.windows) == 5
+    assert all(now - timedelta(minutes=62) < since <= now for since in counting.windows[2:])
+    # What the day chart shows matches a dashboard that reads the whole day at once.
+    fresh = Browser(Client(wsgi_app(admin, clock=seeded.clock, auth=TokenAuth(TOKEN))), AUTH)
+    caption = [f.text() for f in client.page("/").find_all("figcaption")]
+    assert caption == [f.text() for f in fresh.page("/").find_all("figcaption")]
