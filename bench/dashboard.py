@@ -92,7 +92,8 @@ def _request(app, path: str) -> Callable[[], None]:
     return call
 
 
-def measure(backend: str, jobs: int, repeat: int) -> List[Tuple[str, List[float]]]:
+def measure(backend: str, jobs: int, repeat: int,
+            analyze: bool = True) -> List[Tuple[str, List[float]]]:
     from caravel_lite.web import wsgi_app
 
     with tempfile.TemporaryDirectory() as workdir:
@@ -103,7 +104,7 @@ def measure(backend: str, jobs: int, repeat: int) -> List[Tuple[str, List[float]
             migrate(db)
             started = time.perf_counter()
             written, failures = operator_data.load(db, jobs, floor_ms(now_micros(system_clock)))
-            for statement in ANALYZE[backend]:
+            for statement in ANALYZE[backend] if analyze else ():
                 db.execute_sql(statement)
             print(f"[{backend}] loaded {written:,} jobs and {failures:,} failure records and "
                   f"refreshed the planner's statistics in "
@@ -140,12 +141,16 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--databases", default="sqlite,postgres,mysql")
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--no-analyze", action="store_true",
+                        help="leave the planner statistics as the bulk load left them "
+                             "(SQLite keeps none unless ANALYZE runs)")
     args = parser.parse_args(argv)
-    print(f"dashboard server time, {args.jobs:,} jobs, {args.repeat} requests each "
+    print(f"dashboard server time, {args.jobs:,} jobs, {args.repeat} requests each, planner "
+          f"statistics {'as loaded' if args.no_analyze else 'refreshed'} "
           f"(ms: median / p95 / max)")
     missed = False
     for backend in [name.strip() for name in args.databases.split(",") if name.strip()]:
-        for name, times in measure(backend, args.jobs, args.repeat):
+        for name, times in measure(backend, args.jobs, args.repeat, not args.no_analyze):
             ordered = sorted(times)
             p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
             median = statistics.median(ordered)
