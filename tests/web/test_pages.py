@@ -130,8 +130,15 @@ def test_dead_letters_page_shows_only_dead_letters(browser, seeded):
 def test_job_page_shows_the_envelope_and_failure_history(browser, seeded):
     job_id = seeded.ids["dead"][0]
     page = browser().page(f"/jobs/{job_id}")
-    envelope = page.find("dl", class_="envelope").text()
-    assert "emails" in envelope and EVIL_TENANT in envelope and "dead_letter" in envelope
+    envelope = page.find("dl", class_="envelope")
+    fields = dict(zip([dt.text() for dt in envelope.find_all("dt")],
+                      [dd.text() for dd in envelope.find_all("dd")]))
+    assert fields["Queue"] == "emails" and fields["Tenant"] == EVIL_TENANT
+    assert fields["State"] == "dead_letter" and fields["Attempts"] == "3 of 3"
+    assert fields["Last failure"] == "handler_failed" and fields["Lease renewals"] == "0"
+    assert fields["Enqueued"] == "2030-01-01 09:00:00 UTC"
+    assert fields["Last claimed"] == "2030-01-01 09:16:00 UTC"  # the third attempt
+    assert fields["Finished"] == "2030-01-01 09:16:00 UTC"
     rows = page.find("table", class_="failures").find("tbody").find_all("tr")
     assert len(rows) == 3
     cells = [[cell.text() for cell in row.find_all("td")] for row in rows]
