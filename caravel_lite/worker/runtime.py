@@ -151,9 +151,11 @@ class QueueWorker:
     ``prefetch`` (1..100, or None): how many jobs one claim may lease beyond the free
     slots. A claim is made when a slot is free and nothing claimed is waiting; it
     leases ``max(free slots, prefetch)`` jobs, and the ones that find no slot wait
-    their turn. With None (the default) :meth:`run` leases, beyond its free slots,
-    about 0.1 s of expected work per slot judged from recent handler durations (at
-    most 50 jobs): fast jobs are claimed in batches, slow ones one per free slot.
+    their turn. With None (the default) :meth:`run` keeps leased, beyond its free
+    slots, about 0.1 s of expected work per slot judged from recent handler durations
+    (at most 50 jobs), topping it up while the slots are busy once half of it is
+    used: fast jobs are claimed in batches and their claims overlap the running jobs;
+    slow ones are claimed one per free slot.
     A waiting job is never started once its lease has less than half of
     ``lease_duration`` left: it is handed back (``queue.release``, attempt given back),
     as are all waiting jobs when the worker stops.
@@ -295,9 +297,10 @@ class QueueWorker:
                     return
                 self._start_waiting(stop)
                 free = self.concurrency - len(self._running)
-                if free > 0 and not self._waiting and not empty:
+                want = self._claim_want(free)
+                if want and not empty:
                     self._acks.flush()
-                    claimed, contended = self._claim_round(names, self._claim_size(free))
+                    claimed, contended = self._claim_round(names, want)
                     if policy is not None:
                         policy.succeeded()
                     if claimed:
@@ -331,12 +334,20 @@ class QueueWorker:
                     return
                 empty = False
 
-    def _claim_size(self, free: int) -> int:
-        if self.prefetch is not None:
-            size = max(free, self.prefetch)
-        else:
-            size = free + self._pace.extra(self.concurrency)
-        return min(size, MAX_BATCH)
+    def _claim_want(self, free: int) -> int:
+        """How many jobs to claim now (0: none). Called once the waiting jobs filled
+        what slots they could, so either no slot is free or nothing is waiting."""
+        waiting = len(self._waiting)
+        if self.prefetch is not None:  # a claim when a slot is free and nothing waits
+            return min(max(free, self.prefetch), MAX_BATCH) if free and not waiting else 0
+        extra = self._pace.extra(self.concurrency)
+        if free and not waiting:
+            return min(free + extra, MAX_BATCH)
+        if extra and waiting <= extra // 2:
+            # Running low while the slots are busy: top up ahead, so that the next
+            # claim's round trip overlaps the running jobs instead of following them.
+            return min(extra - waiting, MAX_BATCH)
+        return 0
 
     def _claim_round(self, names: Tuple[str, ...], limit: int) -> Tuple[int, bool]:
         """Lease up to ``limit`` jobs across the queues (see :meth:`run` for the order);

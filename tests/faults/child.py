@@ -26,7 +26,9 @@ from tests.faults import jobs
 
 
 class PhaseQueue(DatabaseQueue):
-    """Writes where this process is before and after each lease operation."""
+    """Writes where this process is before and after each lease operation (the
+    worker's loop claims with claim_batch and acknowledges with complete_many;
+    run_once uses claim and complete)."""
 
     def claim(self, queue: str) -> Any:
         jobs.phase("claiming")
@@ -35,11 +37,26 @@ class PhaseQueue(DatabaseQueue):
             jobs.phase("claimed")
         return lease
 
+    def claim_batch(self, queue_name: str, limit: int) -> Any:
+        jobs.phase("claiming")
+        batch = super().claim_batch(queue_name, limit)
+        if batch.leases:
+            jobs.phase("claimed")
+        return batch
+
     def complete(self, lease: Any) -> bool:
         jobs.phase("acking")
         if self.ack_delay:
             time.sleep(self.ack_delay)  # widen the window a kill can land in
         done = super().complete(lease)
+        jobs.phase("acked")
+        return done
+
+    def complete_many(self, leases: Any) -> Any:
+        jobs.phase("acking")
+        if self.ack_delay:
+            time.sleep(self.ack_delay)
+        done = super().complete_many(leases)
         jobs.phase("acked")
         return done
 
