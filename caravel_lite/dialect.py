@@ -13,7 +13,7 @@ import hashlib
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import peewee
@@ -153,7 +153,9 @@ class Dialect:
             cursor = db.cursor()
             if hasattr(cursor, "copy"):  # psycopg 3 (psycopg2 has no COPY writer)
                 statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
-                with peewee.__exception_wrapper__, cursor, cursor.copy(statement) as copy:
+                # Peewee's error translation (its stubs do not declare the wrapper).
+                wrapper = getattr(peewee, "__exception_wrapper__")
+                with wrapper, cursor, cursor.copy(statement) as copy:
                     for row in rows:
                         copy.write_row(row)
                 return
@@ -407,7 +409,7 @@ def _is_mariadb(db: peewee.MySQLDatabase) -> bool:
 
 # --- opening a database from a URL -------------------------------------------------
 
-def _mysql_session_options() -> dict:
+def _mysql_session_options() -> Dict[str, Any]:
     from pymysql.constants import CLIENT  # imported lazily: an optional driver
 
     return {
@@ -439,7 +441,7 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
     repeating off.
     """
     scheme = urlsplit(url).scheme.split("+")[0]
-    options: dict = {}
+    options: Dict[str, Any] = {}
     busy_retries = overrides.pop("busy_retries", None)
     if scheme == "sqlite":
         options = {"pragmas": {"journal_mode": "wal", "busy_timeout": 5000}, "timeout": 5}
@@ -459,7 +461,7 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
         if retries < 0:
             raise ValueError(f"busy_retries must be 0 or more, got {busy_retries!r}")
         database.retry_policy = RetryPolicy(retries=retries)
-    return database
+    return cast(peewee.Database, database)
 
 
 def literal_percent(db: peewee.Database) -> str:

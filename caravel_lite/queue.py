@@ -20,12 +20,13 @@ from caravel_lite.claim import CANDIDATES, Claimer
 from caravel_lite.enqueue import Enqueuing
 from caravel_lite.clock import (Clock, ceil_ms, duration_micros, floor_ms, from_ms, now_micros,
                                 system_clock)
-from caravel_lite.dialect import dialect_of, private_memory
+from caravel_lite.dialect import dialect_of
 from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, default_telemetry
 from caravel_lite.options import QueueOptions, resolve_options
 from caravel_lite.registry import JobRegistry, require_registry
 from caravel_lite.retry import budgeted, retrying
+from caravel_lite.sessions import private_memory
 from caravel_lite.statements import BatchStatements, Statements
 from caravel_lite.values import ClaimBatch, Failure, QueueLease
 

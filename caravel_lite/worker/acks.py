@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime
-from typing import Any, Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from caravel_lite import failures
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outcomes import Snooze
 from caravel_lite.values import Failure, QueueLease
+
+if TYPE_CHECKING:
+    from caravel_lite.queue import DatabaseQueue
 
 __all__ = ["Acknowledgements"]
 
@@ -26,7 +29,7 @@ class Acknowledgements:
     """The worker's writes of outcomes. Thread-safe: the worker's loop and the
     supervisor (writing due completions while the loop is busy) share it."""
 
-    def __init__(self, queue: Any, telemetry: Telemetry) -> None:
+    def __init__(self, queue: DatabaseQueue, telemetry: Telemetry) -> None:
         self.queue = queue
         self.telemetry = telemetry
         self._lock = threading.RLock()  # held while writing: one batch, one writer

@@ -145,6 +145,8 @@ class Waiter:
 
     #: the dialect capability this waiter implements
     signal = "poll"
+    #: the connection of its own that a strategy may keep (closed by close())
+    _conn: Any = None
 
     def __init__(self, queue: Any, queue_names: Union[str, Sequence[str]]) -> None:
         self.queue = queue
@@ -333,7 +335,7 @@ class DataVersionWaiter(Waiter):
 
     def _version(self) -> int:
         assert self._conn is not None
-        return self._conn.execute("PRAGMA data_version").fetchone()[0]
+        return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
     def _broken(self, exc: BaseException) -> None:
         logger.warning("waiter: PRAGMA data_version unavailable (%s); polling instead",
