@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 import peewee
 import pytest
 
-from caravel_lite import (DatabaseQueue, Dispatch, Failure, JobState, QueueOptions,
-                          QueueWorker, migrator)
+from caravel_lite import (DatabaseQueue, Dispatch, Failure, JobState, QueueAdmin,
+                          QueueOptions, QueueWorker, migrator)
 from caravel_lite.dialect import open_database
 from tests.faults import jobs, report
 from tests.faults.jobs import QUEUE, TENANT, Work, audit
@@ -146,7 +146,15 @@ def test_rolling_upgrade_from_the_previous_schema(backend, new_database):
         }
         upgraded = migrator.migrate(db)
         assert upgraded and upgraded[0] == "0002_create_outbox"
+        assert "0006_failure_history" in upgraded
         migrator.check_schema(db)
+        # The operator views read the rows written before the failure history existed:
+        # every one listed, the earlier category kept, an empty history.
+        admin = QueueAdmin(db, clock=lambda: now)
+        assert {str(job.job_id) for job in admin.jobs()} == set(ids.values())
+        before = admin.job(ids["dead"])
+        assert before.last_failure is Failure.HANDLER_FAILED and before.failures == ()
+        assert admin.replay_many(queue=QUEUE, dry_run=True) == 1
         queue = DatabaseQueue(db, jobs.registry, _options(), clock=lambda: now)
         worker = QueueWorker(queue)
         while worker.run_once(QUEUE):
