@@ -1,10 +1,12 @@
-"""A large, realistic jobs table for the operator benchmarks (bench.operator_queries).
+"""A large, realistic jobs table for the operator benchmarks (bench.operator_queries)
+and the operator EXPLAIN tests.
 
 Rows are written straight into the migrated tables in bulk (COPY on PostgreSQL,
 multi-row INSERTs elsewhere): a week of history across five queues of very different
-sizes and twenty tenants, mostly completed, with dead letters, a ready backlog,
-delayed jobs, live and expired leases, and a failure history for every dead letter and
-for the completed jobs that were retried. Ids follow the library's layout (creation
+sizes (50% .. 1%) and twenty tenants, mostly completed, with 3% dead letters; half of
+the newest 1% not finished yet (ready, delayed, live and expired leases) and a small
+old ready backlog; a failure history for every dead letter and for the completed jobs
+that were retried. Ids follow the library's layout (creation
 millisecond first), so listing by id is listing by creation time, as in production.
 """
 from __future__ import annotations
@@ -33,7 +35,8 @@ CHUNK = 1000
 
 
 def _id(ms: int, rng: random.Random) -> str:
-    value = (ms << 80) | (0x7 << 76) | (rng.getrandbits(12) << 64) | (0b10 << 62) | rng.getrandbits(62)
+    value = ((ms << 80) | (0x7 << 76) | (rng.getrandbits(12) << 64) | (0b10 << 62)
+             | rng.getrandbits(62))
     return str(uuid.UUID(int=value))
 
 

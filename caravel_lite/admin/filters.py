@@ -203,7 +203,7 @@ def read_newest(db: peewee.Database, columns: str, f: JobFilter, after: Optional
         elif part.queue is not None:
             table = dialect.table_via(JOBS_TABLE, QUEUE_LISTING.name)
         sql = f"SELECT {columns} FROM {table}{where} ORDER BY id DESC LIMIT {int(limit)}"
-        reads.append(db.execute_sql(sql, params).fetchall())
+        reads.append(list(db.execute_sql(sql, params).fetchall()))
     if len(reads) == 1:
         return reads[0]
     merged = heapq.merge(*reads, key=lambda row: row[0], reverse=True)

@@ -80,9 +80,9 @@ class Pruner:
 
         def once() -> int:
             with self.dialect.write_transaction(self.db):
-                deleted = self.db.execute_sql(
+                deleted = int(self.db.execute_sql(
                     f"DELETE FROM {JOBS_TABLE} WHERE id IN ({marks}) AND {condition}",
-                    [*ids, *params]).rowcount
+                    [*ids, *params]).rowcount)
                 if deleted:
                     kept = {row[0] for row in self.db.execute_sql(
                         f"SELECT id FROM {JOBS_TABLE} WHERE id IN ({marks})", ids)}

@@ -90,7 +90,7 @@ class StatsReader:
             f"ORDER BY finished_at DESC LIMIT {PICKUP_SAMPLE}")
 
     def _rows(self, sql: str, params: Sequence[Any]) -> List[Tuple[Any, ...]]:
-        return self.db.execute_sql(sql, params).fetchall()
+        return list(self.db.execute_sql(sql, params).fetchall())
 
     def queues(self, only: Optional[str], now_ms: int, since_ms: int
                ) -> Tuple[Tuple[QueueSummary, ...], Tuple[MinuteCount, ...]]:
