@@ -181,7 +181,9 @@ class QueueAdmin:
         side effects."""
         f = JobFilter.build(self._now_us(), queue, state, tenant_id, wire_name, failure,
                             since, until)
-        if f.state is not JobState.DEAD_LETTER:
+        if f.state is None:
+            f = f.with_state(JobState.DEAD_LETTER)
+        elif f.state is not JobState.DEAD_LETTER:
             raise InvalidField("state", "only dead letters can be replayed")
         dialect = dialect_of(self.db)
         total = 0
