@@ -286,3 +286,16 @@ def test_the_database_comes_from_the_environment_and_must_be_migrated(db_url, se
     assert missing.returncode == 2 and "CARAVEL_DATABASE_URL" in missing.stderr
     empty = procs.run("jobs", "--database", new_database())
     assert empty.returncode == 1 and "pending migrations" in empty.stderr
+
+
+@pytest.mark.backends("sqlite")
+def test_an_unreachable_database_is_exit_1_with_one_line_and_no_password(db_url):
+    url = "postgresql://operator:pa55-w0rd@127.0.0.1:1/queue"
+    for command in ("queues", "jobs", "stats", "prune"):
+        args = (command, "--database", url) + (("--older-than", "7d") if command == "prune"
+                                                 else ())
+        result = procs.run(*args)
+        assert result.returncode == 1, (command, result.stderr)
+        assert "pa55-w0rd" not in result.stdout + result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert result.stderr.startswith(f"caravel-lite {command}: database error")
