@@ -62,6 +62,15 @@ def _walks_primary_key(backend, plan) -> bool:
     return plan.index == "caravel_jobs_pkey"
 
 
+def _scans_a_table(backend, plan) -> bool:
+    # SQLite also reports the scan of a derived table (a few rows already read
+    # through an index, e.g. "SCAN sample_1"); only the queue's own tables count.
+    if backend == "sqlite":
+        return any(line.startswith(("SCAN caravel_jobs", "SCAN caravel_failures"))
+                   and "INDEX" not in line for line in plan.text.splitlines())
+    return plan.full_scan
+
+
 def _uses_an_index(plan) -> bool:
     # SQLite names a primary-key search without "INDEX"; MariaDB answers MIN/MAX of an
     # index prefix from the index alone ("Select tables optimized away").
@@ -99,5 +108,5 @@ def test_reads_follow_an_index(db, backend, loaded, monkeypatch, name):
             assert not plan.sorts, (sql, plan.text)
         if unfiltered and "ORDER BY id DESC" in sql and _walks_primary_key(backend, plan):
             continue
-        assert not plan.full_scan, (sql, plan.text)
+        assert not _scans_a_table(backend, plan), (sql, plan.text)
         assert _uses_an_index(plan), (sql, plan.text)
