@@ -117,7 +117,7 @@ class Acknowledgements:
     def release(self, lease: QueueLease) -> bool:
         """Hand back a job that never started (attempt given back); False if the lease
         was no longer owned (then nothing changed)."""
-        done = self.queue.release(lease)
+        done = bool(self.queue.release(lease))
         if done:
             logger.info("job %s on queue %s handed back unstarted", lease.job_id,
                         lease.context.queue)

@@ -21,6 +21,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import random
 import threading
@@ -388,9 +389,9 @@ class QueueWorker:
             execution.started_at = time.monotonic()
             self._supervisor.watch(execution.control, stop)
             if execution.is_async:
-                self._executor.spawn(lambda e=execution: self._runner.run_async(e))
+                self._executor.spawn(functools.partial(self._runner.run_async, execution))
             else:
-                self._executor.submit(lambda e=execution: self._runner.run(e))
+                self._executor.submit(functools.partial(self._runner.run, execution))
 
     def _finished(self, execution: Execution) -> None:
         """Called where a handler ran, once its outcome is decided."""

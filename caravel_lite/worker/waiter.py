@@ -312,7 +312,7 @@ class DataVersionWaiter(Waiter):
     def __init__(self, queue: Any, queue_names: Union[str, Sequence[str]]) -> None:
         super().__init__(queue, queue_names)
         self.probe_interval = PROBE_INTERVAL
-        self._conn: Optional[sqlite3.Connection] = None
+        self._conn = None  # a sqlite3.Connection once open
         self._seen: Optional[int] = None
         self._open()  # the baseline: every commit from now on is noticed
 

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import threading
 import time
 from dataclasses import dataclass
 from typing import List
 
+import pytest
+
 from caravel_lite import DatabaseQueue, JobContext, JobRegistry, JobState, QueueWorker
+from caravel_lite.worker import handle_signals
 
 from tests.support import wait_for
 from tests.worker.helpers import QUEUE, WorkerThread, enqueue, options, status
@@ -156,3 +161,35 @@ def test_a_job_claimed_for_a_free_slot_but_not_started_at_stop_is_released(db, c
     assert (found.state, found.attempts) == (JobState.PENDING, 0)
     wait_for(lambda: worker.run_once(QUEUE), message="the job again")
     assert ran == [1] and status(queue, job_id).attempts == 1
+
+
+def test_a_second_sigint_ends_a_stopping_worker_at_once(db, connect):
+    """The first SIGINT starts a graceful stop (30 s allowed here); the second raises
+    KeyboardInterrupt at once, even though a handler ignores cancellation; the worker
+    still hands back its unstarted jobs on the way out."""
+    registry = JobRegistry()
+    started = threading.Event()
+    registry.register("tests.step.v1", Step,
+                      lambda job, ctx: (started.set(), time.sleep(8)))
+    queue = DatabaseQueue(db, registry, options(lease=30))
+    ids = [enqueue(queue, Step(n)) for n in range(3)]
+    worker = QueueWorker(DatabaseQueue(connect(), registry, options(lease=30)), prefetch=3,
+                         shutdown_timeout=30)
+    stop = threading.Event()
+
+    def interrupt_twice() -> None:
+        assert started.wait(10)
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.wait(10)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_twice, daemon=True).start()
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with handle_signals(stop):
+            worker.run(QUEUE, stop=stop)  # in the main thread, where signals arrive
+    assert time.monotonic() - began < 6  # not after the handler's 8 s, nor the 30 s
+    worker.queue.db.close()
+    states = sorted((status(queue, i).state.value, status(queue, i).attempts) for i in ids)
+    assert states == [("leased", 1), ("pending", 0), ("pending", 0)]
