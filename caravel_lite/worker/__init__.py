@@ -2,6 +2,7 @@
 
 - :mod:`~caravel_lite.worker.runtime`: :class:`QueueWorker`, the loop that claims jobs,
   hands them to the executor and writes their outcomes;
+- :mod:`~caravel_lite.worker.planning`: how much to claim, and from which queue first;
 - :mod:`~caravel_lite.worker.executor`: handler threads and the one event loop;
 - :mod:`~caravel_lite.worker.execution`: one job from decoding to its outcome;
 - :mod:`~caravel_lite.worker.acks`: fenced, batched acknowledgements;

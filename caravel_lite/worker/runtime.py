@@ -28,7 +28,7 @@ import threading
 import time
 from collections import deque
 from datetime import timedelta
-from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Deque, Dict, List, Optional, Sequence, Tuple, Union
 
 from caravel_lite import validation
 from caravel_lite.errors import InvalidField
@@ -41,6 +41,7 @@ from caravel_lite.worker.acks import Acknowledgements
 from caravel_lite.worker.execution import (Execution, Outcome, Runner, Scope, Settlement,
                                            prepare, span_attributes, SPAN_NAME)
 from caravel_lite.worker.executor import Executor
+from caravel_lite.worker.planning import ClaimPlan, queue_names
 from caravel_lite.worker.retention import IdlePruning, check_prune
 from caravel_lite.worker.supervisor import CANCELLED, Supervisor
 from caravel_lite.worker.waiter import Wakeup
@@ -53,15 +54,6 @@ MAX_PREFETCH = 100
 MAX_CONCURRENCY = 1000
 DEFAULT_SHUTDOWN_TIMEOUT = 10.0
 MAX_SHUTDOWN_TIMEOUT = 24 * 3600.0
-# Default prefetch: beyond its free slots, a worker leases at most about this many
-# seconds of expected work per slot (from recent handler durations), and at most
-# DEFAULT_PREFETCH_CAP jobs. Short jobs gain most from batched claims, and a waiting
-# lease of a short job holds little back from other workers.
-PREFETCH_BUDGET = 0.1
-DEFAULT_PREFETCH_CAP = 50
-# Several queues: every FAIR_EVERY-th claim round tries them in rotation instead of in
-# the order given, so that a later queue is served under load.
-FAIR_EVERY = 4
 # With every slot busy, a completion waits at most this long for others to share its
 # write (fast jobs: one statement for many; slow ones: written soon after they end).
 ACK_LINGER = 0.05
@@ -91,35 +83,6 @@ def _scope_wants_context(scope: Scope) -> bool:
     except TypeError:
         return False
     return True
-
-
-def queue_names(value: Union[str, Sequence[str]]) -> Tuple[str, ...]:
-    """One name or several (order kept, repeats dropped), each a valid queue name."""
-    names = [value] if isinstance(value, str) else value
-    if not isinstance(names, (list, tuple)) or not names:
-        raise InvalidField("queue_names", "must be a queue name or a non-empty list of them")
-    unique: List[str] = []
-    for name in names:
-        validation.check_queue(name)
-        if name not in unique:
-            unique.append(name)
-    return tuple(unique)
-
-
-class _Pace:
-    """A moving average of handler durations (seconds), for the default prefetch."""
-
-    def __init__(self) -> None:
-        self.average: Optional[float] = None
-
-    def record(self, seconds: float) -> None:
-        self.average = seconds if self.average is None else 0.8 * self.average + 0.2 * seconds
-
-    def extra(self, concurrency: int) -> int:
-        if self.average is None:
-            return 0  # nothing known yet: lease only for the free slots
-        return min(DEFAULT_PREFETCH_CAP,
-                   int(PREFETCH_BUDGET * concurrency / max(self.average, 1e-6)))
 
 
 class _StopWatcher:
@@ -224,8 +187,7 @@ class QueueWorker:
         self._running: Dict[int, Execution] = {}   # the loop thread's bookkeeping
         self._done: Deque[Execution] = deque()     # appended by handler threads
         self._wakeup: Optional[Wakeup] = None
-        self._pace = _Pace()
-        self._rounds = 0
+        self._plan = ClaimPlan(self.concurrency, self.prefetch, MAX_BATCH)
         self._stopping = False
 
     # -- the loop ------------------------------------------------------------------------
@@ -298,7 +260,7 @@ class QueueWorker:
                     return
                 self._start_waiting(stop)
                 free = self.concurrency - len(self._running)
-                want = self._claim_want(free)
+                want = self._plan.want(free, len(self._waiting))
                 if want and not empty:
                     self._acks.flush()
                     claimed, contended = self._claim_round(names, want)
@@ -335,31 +297,11 @@ class QueueWorker:
                     return
                 empty = False
 
-    def _claim_want(self, free: int) -> int:
-        """How many jobs to claim now (0: none). Called once the waiting jobs filled
-        what slots they could, so either no slot is free or nothing is waiting."""
-        waiting = len(self._waiting)
-        if self.prefetch is not None:  # a claim when a slot is free and nothing waits
-            return min(max(free, self.prefetch), MAX_BATCH) if free and not waiting else 0
-        extra = self._pace.extra(self.concurrency)
-        if free and not waiting:
-            return min(free + extra, MAX_BATCH)
-        if extra and waiting <= extra // 2:
-            # Running low while the slots are busy: top up ahead, so that the next
-            # claim's round trip overlaps the running jobs instead of following them.
-            return min(extra - waiting, MAX_BATCH)
-        return 0
-
     def _claim_round(self, names: Tuple[str, ...], limit: int) -> Tuple[int, bool]:
         """Lease up to ``limit`` jobs across the queues (see :meth:`run` for the order);
         returns how many, and whether some claim lost every race for due rows."""
-        self._rounds += 1
-        order = names
-        if len(names) > 1 and self._rounds % FAIR_EVERY == 0:
-            start = (self._rounds // FAIR_EVERY) % len(names)
-            order = names[start:] + names[:start]
         total, contended = 0, False
-        for name in order:
+        for name in self._plan.order(names):
             if total >= limit:
                 break
             batch = self.queue.claim_batch(name, limit - total)
@@ -397,7 +339,7 @@ class QueueWorker:
         """Called where a handler ran, once its outcome is decided."""
         started = execution.started_at
         if started is not None:
-            self._pace.record(time.monotonic() - started)
+            self._plan.record(time.monotonic() - started)
         self._done.append(execution)
         wakeup = self._wakeup
         if wakeup is not None:
