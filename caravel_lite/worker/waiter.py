@@ -22,12 +22,14 @@ How the waiter hears of changes is the dialect's ``change_signal``:
   the listener cannot be opened or fails, it falls back to reading every
   :data:`POLL_PROBE` seconds and reopens it every :data:`RECONNECT_DELAY` seconds.
 - ``"data_version"`` (SQLite on a file): ``PRAGMA data_version`` on a connection of the
-  waiter's own, read every :data:`PROBE_INTERVAL` seconds; it changes whenever another
+  waiter's own, read every :data:`PROBE_INTERVAL` seconds (every
+  :data:`IDLE_PROBE_INTERVAL` once idle for :data:`ACTIVE_FOR`); it changes whenever another
   connection commits and reads shared memory, never the tables. A change triggers the
   due read.
 - ``"poll"`` (MariaDB/MySQL): a cheap read of whether anything is due now (two EXISTS)
-  every :data:`POLL_PROBE` seconds, as there is no change signal, so an idle worker
-  still picks a new job up within about that long.
+  every :data:`POLL_PROBE` seconds (:data:`IDLE_POLL_PROBE` once idle for
+  :data:`ACTIVE_FOR`), as there is no change signal, so an idle worker still picks a
+  new job up within about that long.
 """
 from __future__ import annotations
 
@@ -55,12 +57,19 @@ __all__ = ["Wakeup", "Waiter", "PollWaiter", "DataVersionWaiter", "NotifyWaiter"
 # The channel migrations 0003_notify_trigger and 0004_partial_indexes notify (frozen
 # there as well).
 CHANNEL = "caravel_jobs"
-# Seconds between two reads of PRAGMA data_version (bounds SQLite's pickup latency;
-# each read costs a few microseconds).
-PROBE_INTERVAL = 0.04
-# Seconds between two due reads where there is no change signal (MariaDB/MySQL, or a
-# listener that is down): bounds the pickup latency there, at one indexed read each.
-POLL_PROBE = 0.08
+# Probing waiters look often while their worker is busy and seldom once it has been
+# idle for a while: every wake-up of an idle process costs about 0.1 ms of CPU here
+# (whatever it then does), so the rate, not the read, decides the idle cost.
+# Seconds between two reads of PRAGMA data_version (bounds SQLite's pickup latency),
+# within ACTIVE_FOR seconds of the last job found, and after that.
+PROBE_INTERVAL = 0.02
+IDLE_PROBE_INTERVAL = 0.1
+# Seconds between two cheap due reads where there is no change signal (MariaDB/MySQL,
+# or a listener that is down): bounds the pickup latency there.
+POLL_PROBE = 0.05
+IDLE_POLL_PROBE = 0.25
+# How long after the last job found a waiter keeps probing at the fast rate.
+ACTIVE_FOR = 10.0
 # Seconds between attempts to reopen a listener connection that failed.
 RECONNECT_DELAY = 5.0
 # A due time is acted on this long after it: the claim compares with whole
@@ -156,7 +165,8 @@ class Waiter:
         if not self.queue_names:
             raise InvalidField("queue_names", "must name at least one queue")
         self.probe_sql = _probe_sql(queue.db.param, len(self.queue_names))
-        self.poll_probe = POLL_PROBE
+        self.poll_probes = (POLL_PROBE, IDLE_POLL_PROBE)
+        self._active_at = time.monotonic()  # when a wait last found work
         self._due_at: Optional[float] = None  # monotonic time of the next known due job
         self.reads = 0  # due reads made (tests count them)
         self.closed = False
@@ -170,6 +180,16 @@ class Waiter:
         failing due read returns True, so that the worker's claim meets the fault."""
         if self.closed:
             raise RuntimeError("this waiter is closed")
+        found = self._wait(wakeup, timeout)
+        if found:
+            self._active_at = time.monotonic()
+        return found
+
+    def _rate(self, rates: Tuple[float, float]) -> float:
+        """The fast probe interval while the worker recently had work, else the slow."""
+        return rates[0] if time.monotonic() - self._active_at < ACTIVE_FOR else rates[1]
+
+    def _wait(self, wakeup: Wakeup, timeout: float) -> bool:
         end = time.monotonic() + max(float(timeout), 0.0)
         self._due_at = self._next_due()
         while True:
@@ -210,7 +230,8 @@ class Waiter:
         """Wait until the monotonic time ``until`` for a change signal; True when one
         arrived (then the due read decides). May return False early (wake-up, or
         ``_due_at`` moved earlier). Without a signal: a due read every poll_probe."""
-        wakeup.wait(max(min(until, time.monotonic() + self.poll_probe) - time.monotonic(), 0.0))
+        probe = self._rate(self.poll_probes)
+        wakeup.wait(max(min(until, time.monotonic() + probe) - time.monotonic(), 0.0))
         return not wakeup.is_set() and time.monotonic() < until
 
     def _confirmed(self) -> bool:
@@ -311,7 +332,7 @@ class DataVersionWaiter(Waiter):
 
     def __init__(self, queue: Any, queue_names: Union[str, Sequence[str]]) -> None:
         super().__init__(queue, queue_names)
-        self.probe_interval = PROBE_INTERVAL
+        self.probe_intervals = (PROBE_INTERVAL, IDLE_PROBE_INTERVAL)
         self._conn = None  # a sqlite3.Connection once open
         self._seen: Optional[int] = None
         self._open()  # the baseline: every commit from now on is noticed
@@ -358,7 +379,8 @@ class DataVersionWaiter(Waiter):
                 self._seen = version
                 return True
             remaining = until - time.monotonic()
-            if remaining <= 0 or wakeup.wait(min(self.probe_interval, remaining)):
+            if remaining <= 0 or wakeup.wait(min(self._rate(self.probe_intervals),
+                                                 remaining)):
                 return False
 
 
