@@ -28,7 +28,7 @@ from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros, system_cloc
 from caravel_lite.dialect import dialect_of
 from caravel_lite.retry import retrying
 from caravel_lite.errors import InvalidField
-from caravel_lite.observability import default_telemetry, logger
+from caravel_lite.observability import Telemetry, default_telemetry, logger
 from caravel_lite.schema import FAILURES_TABLE, JOBS_TABLE
 from caravel_lite.values import Failure, JobState, Priority
 
@@ -62,15 +62,18 @@ def _summary_fields(row: Sequence[Any]) -> Dict[str, Any]:
 class QueueAdmin:
     """Operator views and actions over every tenant of the queue database ``db``
     (migrated with :func:`caravel_lite.migrate`). ``clock`` is the source of "now"
-    (the system UTC clock by default), as for :class:`~caravel_lite.DatabaseQueue`.
+    (the system UTC clock by default), as for :class:`~caravel_lite.DatabaseQueue`;
+    ``telemetry`` receives the counters of its actions (replays, discards: the
+    process-wide one by default).
     """
 
-    def __init__(self, db: peewee.Database, *, clock: Optional[Clock] = None) -> None:
+    def __init__(self, db: peewee.Database, *, clock: Optional[Clock] = None,
+                 telemetry: Optional[Telemetry] = None) -> None:
         self.db = validation.check_database("db", db)
         self.clock = validation.check_clock(clock if clock is not None else system_clock)
         self._stats = StatsReader(db)
         self._pruner = retention.Pruner(db)
-        self._telemetry = default_telemetry()
+        self._telemetry = telemetry if telemetry is not None else default_telemetry()
         p = db.param
         # now_ms (available), now_ms (updated), ids...: as DatabaseQueue.replay, for
         # any tenant.
@@ -229,11 +232,20 @@ class QueueAdmin:
         changed) for any other state or an unknown id: a leased job is running and
         cannot be discarded."""
         ident = validation.check_uuid("job_id", job_id)
+        # The queue names the counter; a job's queue never changes, so it can be read
+        # before the update.
+        row = self.db.execute_sql(f"SELECT queue FROM {JOBS_TABLE} WHERE id = {self.db.param}",
+                                  (ident,)).fetchone()
+        if row is None:
+            return False
         now_ms = floor_ms(self._now_us())
         changed = retrying(dialect_of(self.db), self.db,
                            lambda: int(self.db.execute_sql(self._discard,
                                                            (now_ms, now_ms, ident)).rowcount)) == 1
         if changed:
+            # Counted as the worker counts a job dead-lettered by ``Discard`` (no
+            # attempt failed here, so not ``failed``).
+            self._telemetry.count("deadlettered", row[0], failure=Failure.DISCARDED.value)
             logger.info("job %s discarded by an operator", ident)
         return changed
 

@@ -14,6 +14,7 @@ from caravel_lite.admin import PruneProgress
 from tests.admin.seed import Mail, make_queue, seed
 from tests.contract.jobs import row_count
 from tests.support import wait_for
+from tests.worker.metrics import Metrics
 
 
 @pytest.fixture
@@ -87,6 +88,28 @@ def test_discard_moves_only_pending_jobs_to_dead_letter(admin, seeded):
     assert admin.discard(uuid.uuid4()) is False
     # a discarded job can be replayed like any dead letter
     assert admin.replay_many(failure=Failure.DISCARDED) == 2
+
+
+def test_discard_counts_a_dead_letter_as_the_worker_does(db, seeded):
+    metrics = Metrics()
+    admin = QueueAdmin(db, clock=seeded.clock, telemetry=metrics.telemetry)
+    assert admin.discard(seeded.ids[("mail", "tenant-a", "ready")]) is True
+    assert admin.discard(seeded.ids[("reports", "tenant-b", "delayed")]) is True
+    # refused discards count nothing
+    assert admin.discard(seeded.ids[("mail", "tenant-a", "ready")]) is False
+    assert admin.discard(seeded.ids[("mail", "tenant-a", "live")]) is False
+    assert admin.discard(uuid.uuid4()) is False
+    assert metrics.totals() == {("deadlettered", "discarded"): 2}
+    assert _points(metrics, "deadlettered") == {("mail", "discarded"): 1,
+                                                ("reports", "discarded"): 1}
+
+
+def _points(metrics, name):
+    data = metrics.reader.get_metrics_data()
+    return {(p.attributes["queue"], p.attributes.get("failure")): p.value
+            for resource in data.resource_metrics for scope in resource.scope_metrics
+            for metric in scope.metrics if metric.name == f"caravel.queue.jobs.{name}"
+            for p in metric.data.data_points}
 
 
 def test_delete_any_tenant_but_never_a_leased_job(admin, seeded, db):
