@@ -304,12 +304,19 @@ class Dialect:
 
     def is_unfixable(self, exc: BaseException) -> bool:
         """True for a database error that waiting cannot fix: the schema is not there
-        (not migrated, wrong database) or the server refuses this login. A worker
-        riding out an outage exits at once on these."""
+        (not migrated, wrong database), the server refuses this login, or (SQLite) the
+        database file cannot be opened at all. A worker riding out an outage exits at
+        once on these."""
         original = _original(exc)
         text = str(original).lower()
         if self.name == "sqlite":
-            return "no such table" in text or "no such column" in text
+            # SQLITE_CANTOPEN: a directory that does not exist, a path without
+            # permission, a directory given as the file. SQLite has no server to come
+            # back: the same path fails the same way until someone fixes it.
+            code = getattr(original, "sqlite_errorcode", None)  # Python 3.11+
+            return ((code is not None and code & 0xFF == _SQLITE_CANTOPEN)
+                    or "unable to open database file" in text
+                    or "no such table" in text or "no such column" in text)
         if self.name == "postgres":
             code = getattr(original, "sqlstate", None)
             if code is not None:
@@ -324,6 +331,10 @@ class Dialect:
         # table/column.
         return _mysql_code(original) in (1044, 1045, 1049, 1146, 1054)
 
+
+# SQLite's primary result code of a database file that cannot be opened (the low byte
+# of sqlite3's extended sqlite_errorcode).
+_SQLITE_CANTOPEN = 14
 
 # The PostgreSQL advisory lock key of caravel_lite's migrations (advisory locks are
 # scoped to the current database): the first 8 bytes of sha256("caravel_lite.migrate").

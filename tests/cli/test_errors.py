@@ -3,6 +3,7 @@ password, even one that the database driver's own message quotes."""
 from __future__ import annotations
 
 import secrets
+import time
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -150,8 +151,8 @@ def test_a_module_that_fails_on_import_is_a_fault_not_a_usage_error():
         "caravel-lite worker: RuntimeError: the application module is broken")
 
 
-def test_a_worker_that_cannot_reach_its_database_exits_1_after_max_outage(tmp_path):
-    url = f"sqlite:///{tmp_path / 'no-such-directory' / 'queue.sqlite'}"
+def test_a_worker_that_cannot_reach_its_database_exits_1_after_max_outage():
+    url = "postgresql://postgres@127.0.0.1:9/nowhere"  # nothing listens: refused
     done = procs.run("worker", REGISTRY, "--queue", "cli-work", "--database", url,
                      "--max-outage", "1")
     assert done.returncode == 1, done.stderr
@@ -160,3 +161,28 @@ def test_a_worker_that_cannot_reach_its_database_exits_1_after_max_outage(tmp_pa
     assert "database unavailable (OperationalError); retrying for up to 1 s" in lines[0]
     assert lines[-1].startswith("caravel-lite worker: database unavailable for longer than "
                                 "--max-outage: OperationalError: "), done.stderr
+
+
+def unopenable_sqlite(command: str, url: str) -> list:
+    """``command`` on ``url`` with its default --max-outage (60 s)."""
+    if command == "worker":
+        return ["worker", REGISTRY, "--queue", "cli-work", "--database", url]
+    if command == "relay":
+        return ["relay", REGISTRY, "--app-database", url, "--database", url]
+    return ["scheduler", "tests.scheduler.jobs:build_scheduler"]
+
+
+@pytest.mark.parametrize("command", ["worker", "relay", "scheduler"])
+def test_a_sqlite_file_that_cannot_be_opened_ends_the_command_at_once(tmp_path, command):
+    # No server will come back to fix a path: waiting out --max-outage is pointless.
+    url = f"sqlite:///{tmp_path / 'no-such-directory' / 'queue.sqlite'}"
+    started = time.monotonic()
+    done = procs.run(*unopenable_sqlite(command, url), env={"CARAVEL_DATABASE_URL": url},
+                     timeout=120)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    line = procs.one_line(done.stderr)  # one line: no outage warning before it
+    assert line.startswith(f"caravel-lite {command}: {command} faulted: OperationalError: "
+                           "unable to open database file"), done.stderr
+    assert elapsed < 30, f"waited {elapsed:.0f} s as for an outage"
+    assert not (tmp_path / "no-such-directory").exists()
