@@ -6,7 +6,7 @@ and whether the rows are sorted after reading (instead of coming in index order)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import peewee
 
@@ -17,34 +17,41 @@ class Plan:
     full_scan: bool        # the whole table is read
     sorts: bool            # an explicit sort step (rows not read in index order)
     text: str              # the raw plan, for failure messages
+    # Every index the plan reads, in plan order (a UNION ALL reads one per branch).
+    indexes: Tuple[str, ...] = ()
+    # An index read by skipping over the values of its leading column(s) that the
+    # statement does not constrain: SQLite's "ANY(column)", MySQL's "skip scan". It
+    # visits every distinct leading value, so its cost follows the whole index.
+    skip_scan: bool = False
 
 
 def _sqlite(db: peewee.Database, sql: str, params: Sequence) -> Plan:
     rows = db.execute_sql("EXPLAIN QUERY PLAN " + sql, params).fetchall()
     details = [r[-1] for r in rows]
-    index = None
+    indexes: List[str] = []
     for detail in details:
         if " USING " in detail and "INDEX " in detail:
-            index = detail.split("INDEX ", 1)[1].split(" ", 1)[0]
-    return Plan(index,
+            indexes.append(detail.split("INDEX ", 1)[1].split(" ", 1)[0])
+    return Plan(indexes[-1] if indexes else None,
                 any(d.startswith("SCAN ") and "INDEX" not in d for d in details),
                 any("TEMP B-TREE" in d for d in details),
-                "\n".join(details))
+                "\n".join(details), tuple(indexes),
+                any("(ANY(" in d for d in details))
 
 
 def _postgres(db: peewee.Database, sql: str, params: Sequence) -> Plan:
     lines = [r[0] for r in db.execute_sql("EXPLAIN " + sql, params).fetchall()]
-    index = None
+    indexes: List[str] = []
     for line in lines:
         for marker in ("Index Scan using ", "Index Only Scan using ", "Bitmap Index Scan on ",
                        "Index Scan Backward using ", "Index Only Scan Backward using "):
             if marker in line:
-                index = line.split(marker, 1)[1].split(" ", 1)[0]
-    return Plan(index,
+                indexes.append(line.split(marker, 1)[1].split(" ", 1)[0])
+    return Plan(indexes[-1] if indexes else None,
                 any("Seq Scan" in line for line in lines),
                 any(line.strip().startswith(("Sort ", "->  Sort ", "Incremental Sort"))
                     or "->  Sort" in line for line in lines),
-                "\n".join(lines))
+                "\n".join(lines), tuple(indexes))
 
 
 def _mysql(db: peewee.Database, sql: str, params: Sequence) -> Plan:
@@ -56,7 +63,9 @@ def _mysql(db: peewee.Database, sql: str, params: Sequence) -> Plan:
     return Plan(index,
                 any(r.get("type") == "ALL" for r in jobs),
                 any("filesort" in (r.get("extra") or "").lower() for r in jobs),
-                "\n".join(str(r) for r in rows))
+                "\n".join(str(r) for r in rows),
+                tuple(r["key"] for r in jobs if r.get("key")),
+                any("skip scan" in (r.get("extra") or "").lower() for r in jobs))
 
 
 PLANS: Dict[str, Callable[[peewee.Database, str, Sequence], Plan]] = {
