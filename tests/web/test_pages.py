@@ -6,6 +6,8 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import List
 
+from caravel_lite.admin.filters import id_time_ms
+
 from tests.web.html import Element
 from tests.web.seed import EVIL_TENANT, TENANT
 
@@ -84,12 +86,16 @@ def test_jobs_filters_match_the_admin(browser, seeded, admin):
     assert set(row_ids(client.page("/jobs?queue=reports&state=pending"))) == set(
         seeded.ids["pending"])
     assert set(row_ids(client.page("/jobs?state=dead_letter"))) == set(seeded.ids["dead"])
-    # A time range on creation time (ids carry the real creation time, whatever the
-    # test clock says): everything since an hour ago, nothing since tomorrow, nothing
-    # until an hour ago.
-    real_now = datetime.now(timezone.utc)
-    hour_ago = (real_now - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%MZ")
-    tomorrow = (real_now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%MZ")
+    # A time range on creation time, which the ids carry (the process's wall clock, not
+    # the test clock; read from the ids themselves, since an earlier test in the same
+    # process may have frozen the wall clock in the future and ids never go back in
+    # time): everything since an hour before, nothing a day after, nothing until an
+    # hour before.
+    created = sorted(id_time_ms(str(job_id)) for job_id in seeded.all_ids())
+    first = datetime.fromtimestamp(created[0] / 1000, timezone.utc)
+    last = datetime.fromtimestamp(created[-1] / 1000, timezone.utc)
+    hour_ago = (first - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%MZ")
+    tomorrow = (last + timedelta(days=1)).strftime("%Y-%m-%dT%H:%MZ")
     assert set(row_ids(client.page(f"/jobs?since={hour_ago}"))) == set(seeded.all_ids())
     assert row_ids(client.page(f"/jobs?since={tomorrow}")) == []
     assert row_ids(client.page(f"/jobs?until={hour_ago}")) == []
