@@ -18,7 +18,7 @@ from caravel_lite.clock import system_clock
 from caravel_lite.testing import ManualClock
 from tests.scheduler import procs
 from tests.scheduler.jobs import QUEUE, TENANT, Tick, job_count, keys, make_queue
-from tests.support import wait_for
+from tests.support import kill_other_connections, wait_for
 
 UTC = timezone.utc
 
@@ -201,21 +201,6 @@ def test_run_raises_without_max_outage_and_once_the_budget_is_spent(db, connect)
     assert job_count(db) == 0
 
 
-def _kill_other_connections(db, backend: str) -> int:
-    """Terminate every other session on this database (the scheduler's)."""
-    if backend == "postgres":
-        rows = db.execute_sql(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchall()
-        return len(rows)
-    ids = [row[0] for row in db.execute_sql(
-        "SELECT ID FROM information_schema.PROCESSLIST "
-        "WHERE DB = DATABASE() AND ID <> CONNECTION_ID()").fetchall()]
-    for ident in ids:
-        db.execute_sql(f"KILL CONNECTION {int(ident)}")
-    return len(ids)
-
-
 @pytest.mark.backends("postgres", "mysql")
 def test_a_running_scheduler_survives_a_killed_connection(db, connect, backend):
     # open_database's databases reconnect on the next statement outside a transaction;
@@ -238,7 +223,7 @@ def test_a_running_scheduler_survives_a_killed_connection(db, connect, backend):
     thread.start()
     try:
         wait_for(lambda: job_count(db) >= 2, timeout=30, message="two slots")
-        assert _kill_other_connections(db, backend) >= 1
+        assert kill_other_connections(db, backend) >= 1
         before = job_count(db)
         wait_for(lambda: job_count(db) >= before + 2, timeout=30,
                  message="two more slots after the killed connection")

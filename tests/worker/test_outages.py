@@ -16,7 +16,7 @@ from caravel_lite import (DatabaseQueue, JobContext, JobRegistry, JobState, Queu
                           open_database)
 from caravel_lite.errors import InvalidField
 
-from tests.support import wait_for
+from tests.support import kill_other_connections, wait_for
 from tests.worker.helpers import QUEUE, enqueue, options, status
 from tests.worker.metrics import Metrics
 
@@ -50,21 +50,6 @@ class Run:
         assert not self.thread.is_alive(), "worker did not stop"
 
 
-def _kill_other_connections(db, backend: str) -> int:
-    """Terminate every other session on this database (the worker's)."""
-    if backend == "postgres":
-        rows = db.execute_sql(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchall()
-        return len(rows)
-    ids = [row[0] for row in db.execute_sql(
-        "SELECT ID FROM information_schema.PROCESSLIST "
-        "WHERE DB = DATABASE() AND ID <> CONNECTION_ID()").fetchall()]
-    for ident in ids:
-        db.execute_sql(f"KILL CONNECTION {int(ident)}")
-    return len(ids)
-
-
 @pytest.mark.backends("postgres", "mysql")
 def test_an_idle_worker_survives_a_killed_connection(db, connect, backend):
     ran: List[int] = []
@@ -78,7 +63,7 @@ def test_an_idle_worker_survives_a_killed_connection(db, connect, backend):
     try:
         wait_for(lambda: ran == [0], message="the first job")
         time.sleep(0.3)  # idle now
-        assert _kill_other_connections(db, backend) >= 1
+        assert kill_other_connections(db, backend) >= 1
         for n in (1, 2):
             job_id = enqueue(queue, Step(n))
             wait_for(lambda: status(queue, job_id).state is JobState.COMPLETED,
@@ -110,7 +95,7 @@ def test_a_busy_worker_survives_a_killed_connection_and_acknowledges_after(db, c
     run = Run(worker, max_outage=30)
     try:
         wait_for(lambda: len(running) == 3, message="three jobs running")
-        assert _kill_other_connections(db, backend) >= 1
+        assert kill_other_connections(db, backend) >= 1
         go.set()
         wait_for(lambda: queue.counts(QUEUE).completed == 6, timeout=30,
                  message="every job completed after the kill")
