@@ -19,14 +19,11 @@ def register(subparsers: common.Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    db = common.open_argument(args)
     try:
-        with db.connection_context():
+        with common.connected(args) as db:
             check_schema(db)
     except SchemaNotReady as exc:
         print(json.dumps({"pending_migrations": True, "pending": list(exc.pending)}))
         raise
-    finally:
-        common.close_quietly(db)
     print(json.dumps({"pending_migrations": False}))
     return common.OK

@@ -14,6 +14,7 @@ stderr or a log line, even when a driver's message quotes them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
@@ -21,7 +22,7 @@ import re
 import sys
 import threading
 import traceback
-from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, List, Optional, Sequence, TextIO
 from urllib.parse import unquote, urlsplit
 
 import peewee
@@ -187,6 +188,18 @@ def open_argument(args: argparse.Namespace, flag: str = "--database",
     url = database_url(args, flag, env)
     assert url is not None
     return open_url(url, flag)
+
+
+@contextlib.contextmanager
+def connected(args: argparse.Namespace) -> Iterator[peewee.Database]:
+    """The command's ``--database``, connected for the block and closed after it
+    (quietly: a failure to close does not hide the block's outcome)."""
+    db = open_argument(args)
+    try:
+        with db.connection_context():
+            yield db
+    finally:
+        close_quietly(db)
 
 
 def close_quietly(*databases: Optional[peewee.Database]) -> None:

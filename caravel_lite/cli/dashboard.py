@@ -80,12 +80,8 @@ def run(args: argparse.Namespace) -> int:
         common.masker_of(args).add_secret(getattr(auth, "token", None))
         common.masker_of(args).add_secret(getattr(auth, "password", None))
     common.configure_logging(args.log_level)
-    db = common.open_argument(args)
-    try:
-        with db.connection_context():
-            check_schema(db)
-    finally:
-        common.close_quietly(db)
+    with common.connected(args) as db:
+        check_schema(db)
     from caravel_lite import QueueAdmin
     scheduler = _scheduler(args.scheduler) if args.scheduler else None
     app = web.wsgi_app(QueueAdmin(db), read_only=args.read_only,

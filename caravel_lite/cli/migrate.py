@@ -17,11 +17,7 @@ def register(subparsers: common.Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    db = common.open_argument(args)
-    try:
-        with db.connection_context():
-            applied = migrate(db)
-    finally:
-        common.close_quietly(db)
+    with common.connected(args) as db:
+        applied = migrate(db)
     print(json.dumps({"applied": applied}))
     return common.OK
