@@ -219,6 +219,37 @@ def rides_out(queue: DatabaseQueue, exc: BaseException) -> bool:
     return waiting_helps(exc, queue.dialect)
 
 
+DEFAULT_MAX_OUTAGE = 60.0
+
+
+def add_max_outage_argument(parser: argparse.ArgumentParser,
+                            what: str = "a database outage") -> None:
+    """``--max-outage S`` of a long-running command (default 60; 0: no riding out)."""
+    parser.add_argument("--max-outage", type=float, default=DEFAULT_MAX_OUTAGE, metavar="S",
+                        help=f"ride out {what} for up to S seconds, then exit 1; 0 exits at "
+                             f"the first database failure (default {DEFAULT_MAX_OUTAGE:g})")
+
+
+def max_outage_of(args: argparse.Namespace) -> Optional[float]:
+    """``--max-outage`` as the running loop takes it: None for 0 (the first failure ends
+    the command); a negative number is a :class:`UsageError`."""
+    max_outage: float = args.max_outage
+    if max_outage < 0:
+        raise UsageError(f"--max-outage must be 0 or more seconds, got {max_outage:g}")
+    return max_outage or None
+
+
+def outage_fault(queue: DatabaseQueue, exc: BaseException, max_outage: Optional[float],
+                 what: str) -> CommandFailed:
+    """The one line for a database error that ended the ``what`` (worker, relay ...):
+    an outage longer than ``--max-outage``, or a fault waiting could not fix."""
+    if max_outage is not None and rides_out(queue, exc):
+        reason = "database unavailable for longer than --max-outage"
+    else:
+        reason = f"{what} faulted"
+    return CommandFailed(f"{reason}: {described(exc)}")
+
+
 def wait_for_schema(queue: DatabaseQueue, stop: threading.Event,
                     max_outage: Optional[float], what: str,
                     others: Sequence[peewee.Database] = ()) -> bool:

@@ -24,8 +24,6 @@ from caravel_lite.migrator import check_schema
 from caravel_lite.options import QueueOptions
 from caravel_lite.relay import MAX_BATCH, OutboxRelay
 
-DEFAULT_MAX_OUTAGE = 60.0
-
 
 def _batch_size(text: str) -> int:
     try:
@@ -64,10 +62,7 @@ def register(subparsers: common.Subparsers) -> None:
     cmd.add_argument("--max-payload-bytes", type=int, default=None, metavar="N",
                      help="the queue's payload limit; larger intents are set aside "
                           "(default 65536; with a JobRegistry)")
-    cmd.add_argument("--max-outage", type=float, default=DEFAULT_MAX_OUTAGE, metavar="S",
-                     help="ride out an outage of either database for up to S seconds, then "
-                          f"exit 1; 0 exits at the first database failure (default "
-                          f"{DEFAULT_MAX_OUTAGE:g})")
+    common.add_max_outage_argument(cmd, what="an outage of either database")
     cmd.add_argument("--once", action="store_true",
                      help="run one pass, print {\"marked\": N, ...} and exit")
     common.add_log_level_argument(cmd)
@@ -83,19 +78,13 @@ def _options(args: argparse.Namespace) -> Optional[QueueOptions]:
         raise common.UsageError(f"--max-payload-bytes: {common.one_line(exc)}") from None
 
 
-def _max_outage(args: argparse.Namespace) -> Optional[float]:
-    if args.max_outage < 0:
-        raise common.UsageError(f"--max-outage must be 0 or more seconds, got {args.max_outage:g}")
-    return args.max_outage or None  # 0: no riding out; the first failure ends the relay
-
-
 def run(args: argparse.Namespace) -> int:
     from caravel_lite.worker import handle_signals
 
     app_url = common.database_url(args, "--app-database", common.APP_DATABASE_ENV)
     assert app_url is not None
     app_db = common.open_url(app_url, "--app-database")
-    max_outage = _max_outage(args)
+    max_outage = common.max_outage_of(args)
     flags = ["--max-payload-bytes"] if args.max_payload_bytes is not None else []
     queue = common.load_queue(args, args.target, _options(args), flags)
     common.configure_logging(args.log_level)
@@ -119,11 +108,7 @@ def run(args: argparse.Namespace) -> int:
                     relay.run(stop, poll_interval=args.poll_interval,
                               batch_size=args.batch_size, max_outage=max_outage)
             except (peewee.PeeweeException, OSError) as exc:
-                if max_outage is not None and common.rides_out(queue, exc):
-                    reason = "database unavailable for longer than --max-outage"
-                else:
-                    reason = "relay faulted"
-                raise common.CommandFailed(f"{reason}: {common.described(exc)}") from exc
+                raise common.outage_fault(queue, exc, max_outage, "relay") from exc
         return common.OK
     finally:
         common.close_quietly(app_db, queue.db)

@@ -73,11 +73,7 @@ def _max_outage(args: argparse.Namespace) -> Optional[float]:
 
 def _fault(scheduler: QueueScheduler, exc: BaseException,
            max_outage: Optional[float]) -> common.CommandFailed:
-    if max_outage is not None and common.rides_out(scheduler.queue, exc):
-        reason = "database unavailable for longer than --max-outage"
-    else:
-        reason = "scheduler faulted"
-    return common.CommandFailed(f"{reason}: {common.described(exc)}")
+    return common.outage_fault(scheduler.queue, exc, max_outage, "scheduler")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,11 +23,8 @@ import peewee
 from caravel_lite.cli import common
 from caravel_lite.errors import InvalidField
 from caravel_lite.options import QueueOptions
-from caravel_lite.queue import DatabaseQueue
 from caravel_lite.cli.operating import duration
 from caravel_lite.validation import check_queue
-
-DEFAULT_MAX_OUTAGE = 60.0
 
 
 def register(subparsers: common.Subparsers) -> None:
@@ -51,10 +48,7 @@ def register(subparsers: common.Subparsers) -> None:
     cmd.add_argument("--shutdown-timeout", type=float, default=None, metavar="S",
                      help="on SIGTERM, how long running handlers get to finish "
                           "(default 10)")
-    cmd.add_argument("--max-outage", type=float, default=DEFAULT_MAX_OUTAGE, metavar="S",
-                     help="ride out a database outage for up to S seconds, then exit 1; "
-                          f"0 exits at the first database failure (default "
-                          f"{DEFAULT_MAX_OUTAGE:g})")
+    common.add_max_outage_argument(cmd)
     cmd.add_argument("--lease-seconds", type=float, default=None, metavar="S",
                      help="lease duration in seconds (default 300; with a JobRegistry)")
     cmd.add_argument("--renew-seconds", type=float, default=None, metavar="S",
@@ -94,22 +88,6 @@ def _option_flags(args: argparse.Namespace) -> List[str]:
             if value is not None]
 
 
-def _max_outage(args: argparse.Namespace) -> Optional[float]:
-    if args.max_outage < 0:
-        raise common.UsageError(f"--max-outage must be 0 or more seconds, got {args.max_outage:g}")
-    return args.max_outage or None  # 0: no riding out; the first failure ends the worker
-
-
-def _fault(queue: DatabaseQueue, exc: BaseException,
-           max_outage: Optional[float]) -> common.CommandFailed:
-    """The one line for a database error that ended the worker."""
-    if max_outage is not None and common.rides_out(queue, exc):
-        reason = "database unavailable for longer than --max-outage"
-    else:
-        reason = "worker faulted"
-    return common.CommandFailed(f"{reason}: {common.described(exc)}")
-
-
 def run(args: argparse.Namespace) -> int:
     from caravel_lite.cli.scheduler import start_beside
     from caravel_lite.worker import QueueWorker, handle_signals
@@ -119,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             check_queue(name)
     except InvalidField as exc:
         raise common.UsageError(common.one_line(exc)) from None
-    max_outage = _max_outage(args)
+    max_outage = common.max_outage_of(args)
     args.max_outage = max_outage  # what --scheduler inherits (None: no riding out)
     queue = common.load_queue(args, args.target, _options(args), _option_flags(args))
     try:
@@ -139,14 +117,14 @@ def run(args: argparse.Namespace) -> int:
                 if not common.wait_for_schema(queue, stop, max_outage, "worker"):
                     return common.OK  # stopped while the database was away
             except peewee.PeeweeException as exc:
-                raise _fault(queue, exc, max_outage) from exc
+                raise common.outage_fault(queue, exc, max_outage, "worker") from exc
             beside = start_beside(args, args.scheduler, stop)
             try:
                 worker.run(args.queue_names, stop=stop, max_outage=max_outage)
             except InvalidField as exc:  # the queue names, as the worker judges them
                 raise common.UsageError(common.one_line(exc)) from None
             except peewee.PeeweeException as exc:
-                raise _fault(queue, exc, max_outage) from exc
+                raise common.outage_fault(queue, exc, max_outage, "worker") from exc
             finally:
                 stop.set()  # the scheduler stops with the worker, whatever ended it
                 for thread in beside:
