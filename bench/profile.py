@@ -15,8 +15,10 @@ this short).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
+from typing import Iterator, Type
 
 from bench import targets
 from bench.peers.caravel import CaravelPeer
@@ -39,57 +41,58 @@ def main() -> int:
         return _idle(args)
     from pyinstrument import Profiler
 
+    kind = CaravelPrefetchPeer if args.path == "drain" else CaravelPeer
+    with _installed(args, kind) as peer:
+        if args.path in ("claim", "drain"):
+            peer.prefill(args.jobs)
+        profiler = Profiler(interval=0.0005)
+        with profiler:
+            if args.path == "drain":
+                peer.drain()
+            elif args.path == "claim":
+                for _ in range(args.jobs):
+                    peer.claim_one()
+            else:
+                for i in range(args.jobs):
+                    peer.enqueue_one(i)
+    print(profiler.output_text(show_all=False))
+    return 0
+
+
+@contextlib.contextmanager
+def _installed(args: argparse.Namespace,
+               kind: Type[CaravelPeer] = CaravelPeer) -> Iterator[CaravelPeer]:
+    """A ``kind`` peer open on a fresh, migrated ``--database``; closed after the block,
+    then the database and the SQLite workspace are removed."""
     workspace = targets.Workspace()
     try:
         with targets.fresh(targets.TARGETS[args.database], workspace) as target:
-            peer = CaravelPrefetchPeer(target) if args.path == "drain" else CaravelPeer(target)
+            peer = kind(target)
             peer.open()
             peer.install()
-            if args.path in ("claim", "drain"):
-                peer.prefill(args.jobs)
-            profiler = Profiler(interval=0.0005)
-            with profiler:
-                if args.path == "drain":
-                    peer.drain()
-                elif args.path == "claim":
-                    for _ in range(args.jobs):
-                        peer.claim_one()
-                else:
-                    for i in range(args.jobs):
-                        peer.enqueue_one(i)
+            yield peer
             peer.close()
-            print(profiler.output_text(show_all=False))
     finally:
         workspace.close()
-    return 0
-
 
 
 def _worker(args: argparse.Namespace) -> int:
     from bench.sampler import Sampler
 
-    workspace = targets.Workspace()
-    try:
-        with targets.fresh(targets.TARGETS[args.database], workspace) as target:
-            peer = CaravelPeer(target)
-            peer.open()
-            peer.install()
-            started = time.monotonic()
-            with Sampler() as sampler:
-                if args.path == "default":
-                    peer.prefill(args.jobs)
-                    started = time.monotonic()
-                    done = peer.drain_default(args.jobs)
-                else:
-                    peer.prefill_sleep(args.jobs, 0.05)
-                    started = time.monotonic()
-                    done = peer.drain_sleep(args.jobs, args.concurrency)
-            elapsed = time.monotonic() - started
-            peer.close()
-            print(f"{done} jobs in {elapsed:.2f} s: {done / elapsed:,.0f}/s (profiler on)")
-            print(sampler.report())
-    finally:
-        workspace.close()
+    with _installed(args) as peer:
+        started = time.monotonic()
+        with Sampler() as sampler:
+            if args.path == "default":
+                peer.prefill(args.jobs)
+                started = time.monotonic()
+                done = peer.drain_default(args.jobs)
+            else:
+                peer.prefill_sleep(args.jobs, 0.05)
+                started = time.monotonic()
+                done = peer.drain_sleep(args.jobs, args.concurrency)
+        elapsed = time.monotonic() - started
+    print(f"{done} jobs in {elapsed:.2f} s: {done / elapsed:,.0f}/s (profiler on)")
+    print(sampler.report())
     return 0
 
 
@@ -114,34 +117,26 @@ def _idle(args: argparse.Namespace) -> int:
     from bench.peers.base import QUEUE
     from caravel_lite.worker import QueueWorker
 
-    workspace = targets.Workspace()
-    try:
-        with targets.fresh(targets.TARGETS[args.database], workspace) as target:
-            peer = CaravelPeer(target)
-            peer.open()
-            peer.install()
-            stop = threading.Event()
-            loop = threading.Thread(target=QueueWorker(peer.queue).run, args=(QUEUE,),
-                                    kwargs={"stop": stop}, name="worker-loop")
-            loop.start()
-            time.sleep(2.0)  # settled in its idle wait
-            before = _threads()
-            time.sleep(args.seconds)
-            after = _threads()
-            names = {t.native_id: t.name for t in threading.enumerate()}
-            tick = os.sysconf("SC_CLK_TCK")
-            print(f"idle default worker, {args.database}, {args.seconds:g} s:")
-            for tid, (ticks, switches) in sorted(after.items()):
-                if tid in before:
-                    cpu = (ticks - before[tid][0]) / tick
-                    print(f"  {names.get(tid, str(tid)):24s} CPU {cpu * 1000:6.0f} ms "
-                          f"({100 * cpu / args.seconds:.2f}% of a core), "
-                          f"{switches - before[tid][1]} voluntary switches")
-            stop.set()
-            loop.join()
-            peer.close()
-    finally:
-        workspace.close()
+    with _installed(args) as peer:
+        stop = threading.Event()
+        loop = threading.Thread(target=QueueWorker(peer.queue).run, args=(QUEUE,),
+                                kwargs={"stop": stop}, name="worker-loop")
+        loop.start()
+        time.sleep(2.0)  # settled in its idle wait
+        before = _threads()
+        time.sleep(args.seconds)
+        after = _threads()
+        names = {t.native_id: t.name for t in threading.enumerate()}
+        tick = os.sysconf("SC_CLK_TCK")
+        print(f"idle default worker, {args.database}, {args.seconds:g} s:")
+        for tid, (ticks, switches) in sorted(after.items()):
+            if tid in before:
+                cpu = (ticks - before[tid][0]) / tick
+                print(f"  {names.get(tid, str(tid)):24s} CPU {cpu * 1000:6.0f} ms "
+                      f"({100 * cpu / args.seconds:.2f}% of a core), "
+                      f"{switches - before[tid][1]} voluntary switches")
+        stop.set()
+        loop.join()
     return 0
 
 
