@@ -143,6 +143,18 @@ def print_json(value: Any, out: Optional[TextIO] = None) -> None:
     (out or sys.stdout).write(json.dumps(plain(value), sort_keys=False) + "\n")
 
 
+def print_count(args: argparse.Namespace, count: int, noun: str, verb: str) -> None:
+    """The outcome of a command acting on every matching job: ``{verb: count, "dry_run":
+    ...}`` with --json, else one line such as "3 job(s) pruned" (or "would be pruned",
+    with --dry-run)."""
+    if args.json:
+        print_json({verb: count, "dry_run": args.dry_run})
+    elif args.dry_run:
+        print(f"{count} {noun} would be {verb} (dry run: nothing changed)")
+    else:
+        print(f"{count} {noun} {verb}")
+
+
 def when(value: Optional[datetime]) -> str:
     return "-" if value is None else value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 

@@ -76,10 +76,5 @@ def run(args: argparse.Namespace) -> int:
                                 progress=None if args.dry_run else reporter)
         finally:
             reporter.end()
-    if args.json:
-        operating.print_json({"pruned": count, "dry_run": args.dry_run})
-    elif args.dry_run:
-        print(f"{count} job(s) would be pruned (dry run: nothing changed)")
-    else:
-        print(f"{count} job(s) pruned")
+    operating.print_count(args, count, "job(s)", "pruned")
     return common.OK

@@ -36,10 +36,5 @@ def run(args: argparse.Namespace) -> int:
                                  lambda state: state is JobState.DEAD_LETTER,
                                  "only dead letters can be replayed")
         count = admin.replay_many(**filters, dry_run=args.dry_run)
-    if args.json:
-        operating.print_json({"replayed": count, "dry_run": args.dry_run})
-    elif args.dry_run:
-        print(f"{count} dead letter(s) would be replayed (dry run: nothing changed)")
-    else:
-        print(f"{count} dead letter(s) replayed")
+    operating.print_count(args, count, "dead letter(s)", "replayed")
     return common.OK
