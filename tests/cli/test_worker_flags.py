@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import signal
 import time
-from urllib.parse import urlsplit
 
 import pytest
 
 from caravel_lite import DatabaseQueue, Dispatch, JobState
 from tests.cli import procs
 from tests.cli.app import OTHER_QUEUE, QUEUE, TENANT, Gate, Note, Stubborn, registry
-from tests.cli.proxy import Proxy, through
+from tests.cli.outage import rides_out_then_gives_up
 from tests.support import wait_for
 
 REGISTRY = "tests.cli.app:registry"
@@ -91,30 +90,13 @@ def test_out_of_range_runtime_flags_exit_2(flag, value):
 
 @pytest.mark.backends("postgres", "mysql")
 def test_the_worker_rides_out_an_outage_then_gives_up_after_max_outage(db, db_url):
-    server = urlsplit(db_url)
-    proxy = Proxy((server.hostname, server.port)).start()
     queue = DatabaseQueue(db, registry)
-    before = queue.enqueue(Note("before"), Dispatch(QUEUE, TENANT)).job_id
-    process = procs.start("worker", REGISTRY, "--queue", QUEUE, "--max-outage", "4",
-                          "--poll-interval", "0.2", "--database", through(proxy, db_url))
-    try:
-        wait_for(lambda: state(queue, before) is JobState.COMPLETED, timeout=30,
-                 message="the worker to complete a job")
-        proxy.cut()                     # a short outage, within the budget
-        during = queue.enqueue(Note("during"), Dispatch(QUEUE, TENANT)).job_id
-        time.sleep(1.0)
-        assert process.poll() is None, "the worker gave up within its outage budget"
-        proxy.start()
-        wait_for(lambda: state(queue, during) is JobState.COMPLETED, timeout=40,
-                 message="the same worker to carry on after the outage")
-        proxy.cut()                     # an outage longer than the budget
-        code, out, err = procs.finish(process, timeout=60)
-    finally:
-        proxy.cut()
-        if process.poll() is None:
-            process.kill()
-    assert code == 1, err
-    assert "Traceback" not in err
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("caravel-lite worker: database unavailable for longer than "
-                           "--max-outage"), err
+
+    def start(url: str):
+        return procs.start("worker", REGISTRY, "--queue", QUEUE, "--max-outage", "4",
+                           "--poll-interval", "0.2", "--database", url)
+
+    rides_out_then_gives_up(
+        "worker", db_url, start,
+        lambda key: queue.enqueue(Note(key), Dispatch(QUEUE, TENANT)).job_id,
+        lambda job_id: state(queue, job_id) is JobState.COMPLETED)
