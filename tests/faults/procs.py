@@ -15,10 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Child:
-    def __init__(self, popen: subprocess.Popen, out: Path, log: Path) -> None:
+    def __init__(self, popen: subprocess.Popen, out: Path, log: Path,
+                 says_ready: bool) -> None:
         self.popen = popen
         self.out = out
         self.log = log
+        self.says_ready = says_ready  # writes ``out``.ready once it handles SIGTERM
 
     @property
     def pid(self) -> int:
@@ -26,6 +28,11 @@ class Child:
 
     def ready(self) -> bool:
         return Path(str(self.out) + ".ready").exists()
+
+    def stoppable(self) -> bool:
+        """Whether SIGTERM now means a clean stop (or the child has already ended):
+        before a tests.faults.child process handles it, SIGTERM kills it (exit -15)."""
+        return not self.says_ready or self.ready() or self.popen.poll() is not None
 
     def summary(self) -> Dict:
         return json.loads(self.out.read_text()) if self.out.exists() else {}
@@ -47,23 +54,27 @@ class Children:
         self._n += 1
         out = self.directory / f"child{self._n}.json"
         log = self.directory / f"child{self._n}.log"
+        ours = module.startswith("tests.")  # a tests.faults.child: --out and .ready
         with open(log, "wb") as stderr:
             popen = subprocess.Popen([sys.executable, "-m", module, *argv,
-                                      *(["--out", str(out)] if module.startswith("tests.")
-                                        else [])],
+                                      *(["--out", str(out)] if ours else [])],
                                      cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL,
                                      stderr=stderr)
-        child = Child(popen, out, log)
+        child = Child(popen, out, log, says_ready=ours)
         self.children.append(child)
         return child
 
     def terminate(self, children: Optional[List[Child]] = None, timeout: float = 30) -> None:
-        """SIGTERM, then wait for a clean exit (SIGKILL after ``timeout``)."""
+        """SIGTERM, then wait for a clean exit (SIGKILL after ``timeout``). A child still
+        starting is signalled once it handles SIGTERM, so that a stop requested early
+        is a clean stop too, not a kill."""
         chosen = self.children if children is None else children
+        deadline = time.monotonic() + timeout
         for child in chosen:
+            while not child.stoppable() and time.monotonic() < deadline:
+                time.sleep(0.01)
             if child.popen.poll() is None:
                 child.popen.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
         for child in chosen:
             try:
                 child.popen.wait(max(deadline - time.monotonic(), 0.1))

@@ -61,10 +61,12 @@ def run_load(children: Children, url: str, *, workers: int, enqueuers: int,
                                          *enqueue_args]) for i in range(enqueuers)]
     everyone = enqueuer_children + worker_children
     # The fixed period starts once every child handles SIGTERM (imports take a while
-    # when ten processes start at once on two cores).
-    wait_for(lambda: all(c.ready() for c in everyone) or any(
-        c.popen.poll() is not None for c in everyone), timeout=60, interval=0.05,
-        message="the children to start")
+    # when ten processes start at once on two cores). A child that died meanwhile (a
+    # worker without the retry, on its first lock conflict) does not cut this wait
+    # short for the others: an enqueuer still starting would not survive the SIGTERM
+    # that ends the period.
+    wait_for(lambda: all(c.stoppable() for c in everyone), timeout=60, interval=0.05,
+             message="the children to start")
     deadline = time.monotonic() + seconds
     # The enqueuers run for a fixed time; wait on it (failing early if one dies).
     wait_for(lambda: time.monotonic() >= deadline or any(
