@@ -8,6 +8,7 @@ jobs accepted) to ``--out`` when they end normally, so the test can audit them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ import peewee
 
 from caravel_lite import DatabaseQueue, Dispatch, QueueOptions, QueueWorker
 from caravel_lite.dialect import open_database, transient_retries
+from caravel_lite.retry import policy_of
 from caravel_lite.worker import handle_signals
 from tests.faults import jobs
 
@@ -71,7 +73,10 @@ def _open(args: argparse.Namespace) -> peewee.Database:
     if args.no_retry:
         # One retry budget per call (caravel_lite.retry): 0 turns every layer off.
         overrides["busy_retries"] = 0
-    return open_database(args.url, **overrides)
+    db = open_database(args.url, **overrides)
+    if args.busy_window is not None:
+        db.retry_policy = dataclasses.replace(policy_of(db), window=args.busy_window)
+    return db
 
 
 def _options(args: argparse.Namespace) -> QueueOptions:
@@ -158,6 +163,9 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--busy-ms", type=int)
     parser.add_argument("--no-retry", action="store_true",
                         help="turn the library's transient-error retry off (negative control)")
+    parser.add_argument("--busy-window", type=float,
+                        help="seconds after a call began in which a repeat may start "
+                             "(default 2: caravel_lite.retry.RetryPolicy.window)")
     parser.add_argument("--phase-file")
     parser.add_argument("--ack-delay", type=float, default=0.0)
     parser.add_argument("--prefix", default="job")
