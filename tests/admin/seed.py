@@ -3,7 +3,6 @@ every state (ready, delayed, live lease, expired lease, completed, dead letter) 
 each (queue, tenant) pair, made through the public queue API on a manual clock."""
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -13,6 +12,8 @@ import peewee
 
 from caravel_lite import (DatabaseQueue, Dispatch, Failure, JobRegistry, JobState,
                           QueueOptions)
+from caravel_lite.admin.filters import id_time_ms
+from caravel_lite.ids import new_id
 from caravel_lite.testing import ManualClock
 
 QUEUES = ("mail", "reports")
@@ -66,11 +67,17 @@ def make_queue(db: peewee.Database, clock: ManualClock, **options) -> DatabaseQu
     return DatabaseQueue(db, registry, QueueOptions(**opts), clock=clock)
 
 
-def next_millisecond() -> None:
-    """Wait until the wall clock's millisecond changes (ids carry it)."""
-    start = time.time_ns() // 1_000_000
-    while time.time_ns() // 1_000_000 == start:
-        time.sleep(0.0002)
+def id_boundary() -> datetime:
+    """An instant that every id made so far is older than and every id made from now on
+    is not: the start of a millisecond the next ids carry. Ids carry the wall clock's
+    millisecond but never go back in time, so after an earlier test in the process froze
+    the clock in the future they keep that millisecond and advance by their counter;
+    making ids until the millisecond changes (at most 4,096) works in both cases."""
+    first = id_time_ms(str(new_id()))
+    while True:
+        ms = id_time_ms(str(new_id()))
+        if ms != first:
+            return datetime.fromtimestamp(ms / 1000, timezone.utc)
 
 
 def seed(db: peewee.Database, start: datetime = START, lease: timedelta = LEASE) -> Seeded:

@@ -3,13 +3,13 @@ pagination while jobs arrive, payload only on request), job, queues and stats.""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import pytest
 
 from caravel_lite import (Dispatch, Failure, InvalidField, JobState, Priority, QueueAdmin)
 from caravel_lite.admin import JobPage, JobSummary, QueueStats
-from tests.admin.seed import (QUEUES, STATE_OF, TENANTS, Mail, next_millisecond, seed)
+from tests.admin.seed import (QUEUES, STATE_OF, TENANTS, Mail, id_boundary, seed)
 
 
 @pytest.fixture
@@ -85,9 +85,7 @@ def test_jobs_filters_by_state_wire_name_and_failure(admin, seeded):
 
 
 def test_jobs_since_and_until_bound_the_creation_time(admin, seeded, db):
-    next_millisecond()
-    boundary = datetime.now(timezone.utc)
-    next_millisecond()
+    boundary = id_boundary()
     later = [seeded.queue.enqueue(Mail(100 + n), Dispatch(queue="mail", tenant_id="tenant-a"))
              .job_id for n in range(3)]
     assert _ids(admin.jobs(since=boundary)) == _newest_first(later)
