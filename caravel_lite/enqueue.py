@@ -91,7 +91,9 @@ class Enqueuing:
         """
         now_us = self._now_us()
         envelope = prepare_envelope(self.registry, self.options, job, dispatch, now_us)
-        return self.enqueue_envelope(envelope, new_id(), now_us)
+        # The write runs inside this call's budget: enqueue_envelope would open a
+        # second scope around the same statement.
+        return self._write_envelope(envelope, new_id(), now_us)
 
     @budgeted
     def enqueue_envelope(self, envelope: Envelope, job_id: uuid.UUID,
@@ -99,8 +101,11 @@ class Enqueuing:
         """Write an already validated envelope under ``job_id`` (the relay passes the
         intent's id so that every relay converges on one job). ``now_us``: the
         enqueue time, when the caller has just read the clock."""
-        if now_us is None:
-            now_us = self._now_us()
+        return self._write_envelope(envelope, job_id,
+                                    self._now_us() if now_us is None else now_us)
+
+    def _write_envelope(self, envelope: Envelope, job_id: uuid.UUID,
+                        now_us: int) -> EnqueueResult:
         params = _row(job_id, envelope, floor_ms(now_us))
         if len(envelope.payload) > MEASURE_PAYLOAD_FROM:
             limit = self._statement_limit()

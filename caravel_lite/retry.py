@@ -10,12 +10,11 @@ databases and the queue's repeat of a fenced statement draw on the same
 """
 from __future__ import annotations
 
-import contextlib
 import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, Optional, TypeVar
+from typing import Any, Callable, Dict, Optional, TypeVar
 
 import peewee
 
@@ -114,21 +113,36 @@ class CallBudget:
 _active = threading.local()
 
 
-@contextlib.contextmanager
-def call_budget(db: peewee.Database) -> Iterator[CallBudget]:
-    """The budget of the call running on ``db`` in this thread: the one already open
-    (a nested statement shares its caller's), else a fresh one for the duration."""
-    budgets: Dict[int, CallBudget] = getattr(_active, "budgets", None) or {}
-    _active.budgets = budgets
-    current = budgets.get(id(db))
-    if current is not None:
-        yield current
-        return
-    budget = budgets[id(db)] = CallBudget(policy_of(db))
-    try:
-        yield budget
-    finally:
-        del budgets[id(db)]
+class call_budget:
+    """``with call_budget(db) as budget``: the budget of the call running on ``db`` in
+    this thread, the one already open (a nested statement shares its caller's), else a
+    fresh one for the duration.
+
+    A class rather than a generator context manager: every public call of the queue
+    enters one, and each statement's retry layers enter it again, so on the enqueue
+    path its cost is paid several times per job.
+    """
+
+    __slots__ = ("_db", "_budgets", "_owned")
+
+    def __init__(self, db: peewee.Database) -> None:
+        self._db = db
+
+    def __enter__(self) -> CallBudget:
+        budgets: Optional[Dict[int, CallBudget]] = getattr(_active, "budgets", None)
+        if budgets is None:
+            budgets = _active.budgets = {}
+        self._budgets = budgets
+        key = id(self._db)
+        current = budgets.get(key)
+        self._owned = current is None
+        if current is None:
+            current = budgets[key] = CallBudget(policy_of(self._db))
+        return current
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._owned:
+            del self._budgets[id(self._db)]
 
 
 def budgeted(method: Callable[..., T]) -> Callable[..., T]:
