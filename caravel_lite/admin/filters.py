@@ -10,6 +10,12 @@ a range of ids. Every read follows an index in its order and stops at the page's
 - a queue: ``(queue, state, id)``, one state at a time, merged;
 - a state alone: ``(queue, state, id)`` for each queue in use, merged;
 - nothing: the primary key.
+
+Where indexes can be partial the two listing indexes leave pending jobs out (an
+enqueue writes no entry in them, migration 0007): pending jobs are read by queue
+through the claim index, led by (queue, state) too, and sorted, so a page of pending
+jobs costs in proportion to that queue's pending jobs (a tenant's: for each queue in
+use), never to the history.
 The other filters are checked on the rows as they are read.
 """
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import heapq
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -27,7 +33,7 @@ from caravel_lite import validation
 from caravel_lite.clock import duration_micros, floor_ms, to_micros
 from caravel_lite.errors import InvalidField
 from caravel_lite.dialect import dialect_of
-from caravel_lite.schema import JOBS_TABLE, QUEUE_LISTING, TENANT_LISTING
+from caravel_lite.schema import JOBS_TABLE, IndexSpec, listing_index
 from caravel_lite.values import Failure, JobState
 
 Instant = Union[datetime, timedelta]
@@ -182,11 +188,36 @@ def _plans(db: peewee.Database, f: JobFilter) -> List[JobFilter]:
     else:
         states = list(JobState)
     if f.tenant_id is not None or f.queue is not None:
-        return [f.with_state(state) for state in states]
-    if f.state is not None:
-        return [JobFilter(name, f.state, None, f.wire_name, f.failure, f.since_ms,
-                          f.until_ms) for name in queue_names(db)]
-    return [f]
+        plans = [f.with_state(state) for state in states]
+    elif f.state is not None:
+        plans = [f]
+    else:
+        return [f]
+    dialect = dialect_of(db)
+    out: List[JobFilter] = []
+    for part in plans:
+        assert part.state is not None
+        if part.queue is None and (part.tenant_id is None or listing_index(
+                dialect, part.state.value, by_tenant=True) is None):
+            # No index leads with what is left (a state alone; a tenant's pending jobs
+            # where the listings leave them out): one read per queue in use.
+            out += [replace(part, queue=name) for name in queue_names(db)]
+        else:
+            out.append(part)
+    return out
+
+
+def _index_of(db: peewee.Database, part: JobFilter) -> Optional[IndexSpec]:
+    """The index one planned read follows (None: the primary key)."""
+    if part.state is None:
+        return None
+    dialect = dialect_of(db)
+    spec = None
+    if part.tenant_id is not None:
+        spec = listing_index(dialect, part.state.value, by_tenant=True)
+    if spec is None and part.queue is not None:
+        spec = listing_index(dialect, part.state.value, by_tenant=False)
+    return spec
 
 
 def read_newest(db: peewee.Database, columns: str, f: JobFilter, after: Optional[str],
@@ -198,10 +229,11 @@ def read_newest(db: peewee.Database, columns: str, f: JobFilter, after: Optional
     for part in _plans(db, f):
         where, params = _where(db.param, part, after)
         table = JOBS_TABLE
-        if part.tenant_id is not None:
-            table = dialect.table_via(JOBS_TABLE, TENANT_LISTING.name)
-        elif part.queue is not None:
-            table = dialect.table_via(JOBS_TABLE, QUEUE_LISTING.name)
+        spec = _index_of(db, part)
+        if spec is not None:
+            table = dialect.table_via(JOBS_TABLE, spec.name)
+            if spec.where is not None:  # word for word: see listing_index
+                where += f" AND {spec.where}"
         sql = f"SELECT {columns} FROM {table}{where} ORDER BY id DESC LIMIT {int(limit)}"
         reads.append(list(db.execute_sql(sql, params).fetchall()))
     if len(reads) == 1:

@@ -25,7 +25,7 @@ from caravel_lite.admin.values import MinuteCount, QueueSummary, TenantCounts
 from caravel_lite.clock import from_ms
 from caravel_lite.dialect import dialect_of, literal_percent
 from caravel_lite.schema import (FAILURE_INDEXES, FAILURES_TABLE, JOBS_TABLE, PRUNE_INDEX,
-                                 QUEUE_LISTING)
+                                 listing_index)
 from caravel_lite.values import JobState
 
 PICKUP_SAMPLE = 1000
@@ -66,11 +66,17 @@ class StatsReader:
         # with statistics (SQLite after ANALYZE or PRAGMA optimize) otherwise may
         # prefer to read a state IN (...) list from the whole table.
         # now_ms x2.
-        by_queue = dialect_of(db).table_via(t, QUEUE_LISTING.name)
-        self.live_by_tenant = (
-            f"SELECT tenant_id, SUM(CASE WHEN available_at <= {p} THEN 1 ELSE 0 END), "
-            f"SUM(CASE WHEN lease_expires_at > {p} THEN 1 ELSE 0 END), COUNT(*) "
-            f"FROM {by_queue} WHERE queue = {{queue}} AND state = {{state}} GROUP BY tenant_id")
+        self.live_by_tenant: Dict[str, str] = {}
+        for state in (PENDING, LEASED, DEAD):
+            spec = listing_index(dialect_of(db), state, by_tenant=False)
+            assert spec is not None  # by queue, every state has one
+            by_queue = dialect_of(db).table_via(t, spec.name)
+            also = f" AND {spec.where}" if spec.where is not None else ""
+            self.live_by_tenant[state] = (
+                f"SELECT tenant_id, SUM(CASE WHEN available_at <= {p} THEN 1 ELSE 0 END), "
+                f"SUM(CASE WHEN lease_expires_at > {p} THEN 1 ELSE 0 END), COUNT(*) "
+                f"FROM {by_queue} WHERE queue = {{queue}} AND state = '{state}'{also} "
+                f"GROUP BY tenant_id")
         minute = f"finished_at - finished_at {mod} {MINUTE_MS}"
         # since_ms. The prune index is named where the dialect takes a hint: SQLite
         # with statistics (ANALYZE, PRAGMA optimize) but no histogram otherwise
@@ -156,8 +162,7 @@ class StatsReader:
             rows = [(tenant, state, due, live, total)
                     for state in (PENDING, LEASED, DEAD)
                     for tenant, due, live, total in self._rows(
-                        self.live_by_tenant.format(queue=name_literal(name),
-                                                   state=name_literal(state)),
+                        self.live_by_tenant[state].format(queue=name_literal(name)),
                         (now_ms, now_ms))]
             for tenant, state, due, live, total in rows:
                 c = counts[tenant]

@@ -19,11 +19,12 @@ from caravel_lite.dialect import dialect_of, open_database
 from caravel_lite.migrator import pending_migrations, runner
 from caravel_lite.schema import (FAILURES_TABLE, HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE,
                                  bind_models, failures_model)
-from tests.contract.jobs import QUEUE, Ping, dispatch, make_queue
+from tests.contract.jobs import QUEUE, TENANT, Ping, dispatch, make_queue
 from tests.support import wait_for
 
 ALL = ["0001_create_jobs", "0002_create_outbox", "0003_notify_trigger",
-       "0004_partial_indexes", "0005_cluster_jobs_by_id", "0006_failure_history"]
+       "0004_partial_indexes", "0005_cluster_jobs_by_id", "0006_failure_history",
+       "0007_listings_without_pending"]
 
 # Backends whose jobs indexes are partial once 0004 has run (the others keep 0001's).
 PARTIAL_BACKENDS = ("sqlite", "postgres")
@@ -53,16 +54,24 @@ PARTIAL_JOB_INDEXES = {
 PRUNE_0006 = {
     "caravel_jobs_state_finished_at": ("state", "finished_at", "queue"),
 }
-LISTING_INDEXES = {
-    ("caravel_jobs_queue_state_id", ("queue", "state", "id"), False, None),
-    ("caravel_jobs_tenant_id_state_id", ("tenant_id", "state", "id"), False, None),
-}
+def _listing_indexes(where):
+    return {("caravel_jobs_queue_state_id", ("queue", "state", "id"), False, where),
+            ("caravel_jobs_tenant_id_state_id", ("tenant_id", "state", "id"), False, where)}
+
+
+# What 0007 changes where indexes can be partial: the listings leave pending jobs out.
+LISTINGS_0007 = "state <> 'pending'"
 
 
 def _as_of_0006(indexes):
     out = {(name, PRUNE_0006.get(name, columns), unique, where)
            for name, columns, unique, where in indexes}
-    return out | LISTING_INDEXES
+    return out | _listing_indexes(None)
+
+
+def _as_of_0007(indexes, partial):
+    return _as_of_0006(indexes) - _listing_indexes(None) | _listing_indexes(
+        LISTINGS_0007 if partial else None)
 
 
 OUTBOX_INDEXES = {
@@ -77,8 +86,9 @@ FAILURE_INDEXES = {("caravel_failures_failed_at_queue", ("failed_at", "queue"), 
 
 def expected_indexes(backend):
     """{table: indexes} of a fully migrated database of this backend."""
-    jobs = PARTIAL_JOB_INDEXES if backend in PARTIAL_BACKENDS else FULL_JOB_INDEXES
-    return {JOBS_TABLE: _as_of_0006(jobs), OUTBOX_TABLE: OUTBOX_INDEXES,
+    partial = backend in PARTIAL_BACKENDS
+    jobs = PARTIAL_JOB_INDEXES if partial else FULL_JOB_INDEXES
+    return {JOBS_TABLE: _as_of_0007(jobs, partial), OUTBOX_TABLE: OUTBOX_INDEXES,
             FAILURES_TABLE: FAILURE_INDEXES}
 
 
@@ -188,7 +198,8 @@ def test_check_schema_with_a_pending_migration_raises(fresh):
 
 def test_0004_can_be_reverted_and_applied_again(fresh, backend):
     migrate(fresh)
-    assert runner(fresh).down("0004_partial_indexes") == ["0006_failure_history",
+    assert runner(fresh).down("0004_partial_indexes") == ["0007_listings_without_pending",
+                                                          "0006_failure_history",
                                                           "0005_cluster_jobs_by_id",
                                                           "0004_partial_indexes"]
     assert _indexes(fresh, JOBS_TABLE) == FULL_JOB_INDEXES
@@ -233,8 +244,9 @@ def test_partial_indexes_hold_only_the_rows_they_serve(fresh, backend):
         "caravel_jobs_dedup_key": 3,
         "caravel_jobs_queue_state_lease_expires_at": 2,
         "caravel_jobs_state_finished_at": 1,
-        "caravel_jobs_queue_state_id": 203,
-        "caravel_jobs_tenant_id_state_id": 203,
+        # Migration 0007: the listings leave the 200 pending jobs out.
+        "caravel_jobs_queue_state_id": 3,
+        "caravel_jobs_tenant_id_state_id": 3,
     }
     # PostgreSQL's REINDEX also indexes row versions that an open snapshot somewhere on
     # the server may still see (the claims' and completion's old versions), so on a busy
@@ -408,7 +420,7 @@ def test_0006_keeps_earlier_jobs_which_then_gain_a_failure_history(fresh, backen
     assert queue.complete(queue.claim(QUEUE))
     before = _stored_jobs(fresh)
 
-    assert migrate(fresh) == ["0006_failure_history"]
+    assert migrate(fresh) == ALL[5:]
     assert _stored_jobs(fresh) == before
     admin = QueueAdmin(fresh, clock=clock)
     listed = {job.job_id: job for job in admin.jobs()}
@@ -422,10 +434,43 @@ def test_0006_keeps_earlier_jobs_which_then_gain_a_failure_history(fresh, backen
     (record,) = admin.job(retrying).failures
     assert (record.seq, record.attempt, record.category, record.error_type) == (
         1, 2, Failure.INVALID_PAYLOAD, "ValueError")
-    assert runner(fresh).down() == ["0006_failure_history"]
+    assert runner(fresh).down("0006_failure_history") == ALL[5:][::-1]
     assert FAILURES_TABLE not in fresh.get_tables()
-    assert migrate(fresh) == ["0006_failure_history"]
+    assert migrate(fresh) == ALL[5:]
     assert _indexes(fresh, JOBS_TABLE) == expected_indexes(backend)[JOBS_TABLE]
+
+
+def test_0007_listings_leave_pending_jobs_out_and_can_be_reverted(fresh, backend):
+    """Where indexes can be partial, 0007 rebuilds the two listing indexes without
+    pending jobs (down restores 0006's, holding every job); the operator listings
+    of pending jobs, by queue and by tenant, answer the same before and after."""
+    from caravel_lite import QueueAdmin
+
+    assert runner(fresh).up("0006_failure_history") == ALL[:6]
+    queue = make_queue(fresh)
+    queue.enqueue_many([(Ping(n), dispatch()) for n in range(20)])
+    assert queue.complete(queue.claim(QUEUE))
+    admin = QueueAdmin(fresh)
+
+    def listings():
+        return ([j.job_id for j in admin.jobs(queue=QUEUE, state="pending").jobs],
+                [j.job_id for j in admin.jobs(tenant_id=TENANT, state="pending").jobs],
+                [j.job_id for j in admin.jobs(tenant_id=TENANT).jobs])
+
+    before = listings()
+    assert len(before[0]) == 19 and before[0] == before[1]
+    assert before[0] == sorted(before[0], key=str, reverse=True)
+    assert migrate(fresh) == ["0007_listings_without_pending"]
+    assert _indexes(fresh, JOBS_TABLE) == expected_indexes(backend)[JOBS_TABLE]
+    assert listings() == before
+    if backend in PARTIAL_BACKENDS:
+        entries = _index_entries(fresh, backend)
+        assert entries["caravel_jobs_queue_state_id"] == 1  # the completed job
+        assert entries["caravel_jobs_tenant_id_state_id"] == 1
+    assert runner(fresh).down() == ["0007_listings_without_pending"]
+    assert _indexes(fresh, JOBS_TABLE) == _as_of_0006(
+        PARTIAL_JOB_INDEXES if backend in PARTIAL_BACKENDS else FULL_JOB_INDEXES)
+    assert listings() == before
 
 
 T0_MS = int(T0.timestamp() * 1000)
