@@ -13,7 +13,7 @@ from caravel_lite.envelope import Envelope, prepare_envelope, stored_match
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict, StatementTooLarge
 from caravel_lite.ids import new_id
 from caravel_lite.observability import logger
-from caravel_lite.retry import budgeted, retrying
+from caravel_lite.retry import budgeted, retrying, retrying_statement
 from caravel_lite.schema import JOBS_TABLE
 from caravel_lite.statements import INSERT_COLUMNS
 from caravel_lite.values import Dispatch, EnqueueResult
@@ -119,8 +119,8 @@ class Enqueuing:
                 with self.db.savepoint():
                     self._execute(self._sql.insert, params)
             else:
-                retrying(self.dialect, self.db,
-                         lambda: self._execute(self._sql.insert, params))
+                retrying_statement(self.dialect, self.db,
+                                   lambda: self._execute(self._sql.insert, params))
         except peewee.IntegrityError:
             existing = self._existing(envelope, job_id)
             if existing is None:

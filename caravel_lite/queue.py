@@ -25,7 +25,7 @@ from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, default_telemetry
 from caravel_lite.options import QueueOptions, resolve_options
 from caravel_lite.registry import JobRegistry, require_registry
-from caravel_lite.retry import budgeted, retrying
+from caravel_lite.retry import budgeted, retrying, retrying_statement
 from caravel_lite.sessions import private_memory
 from caravel_lite.statements import BatchStatements, Statements
 from caravel_lite.values import ClaimBatch, Failure, QueueLease
@@ -93,8 +93,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
 
     def _fenced(self, sql: str, params: Sequence[Any]) -> int:
         """Run a conditional UPDATE, retrying lock conflicts; returns rows matched."""
-        return retrying(self.dialect, self.db,
-                        lambda: int(self.db.execute_sql(sql, params).rowcount))
+        return retrying_statement(self.dialect, self.db,
+                                  lambda: int(self.db.execute_sql(sql, params).rowcount))
 
     # -- claim -------------------------------------------------------------------------
 

@@ -80,9 +80,9 @@ transient_retries = TransientCounter()
 class CallBudget:
     """What one call has left of its policy: repeats and time."""
 
-    def __init__(self, policy: RetryPolicy) -> None:
+    def __init__(self, policy: RetryPolicy, started: Optional[float] = None) -> None:
         self.policy = policy
-        self.started = time.monotonic()
+        self.started = time.monotonic() if started is None else started
         self.retries = 0
         self._pause = policy.first_pause
 
@@ -116,17 +116,19 @@ _active = threading.local()
 class call_budget:
     """``with call_budget(db) as budget``: the budget of the call running on ``db`` in
     this thread, the one already open (a nested statement shares its caller's), else a
-    fresh one for the duration.
+    fresh one for the duration, counted from ``started`` (a ``time.monotonic()`` reading
+    taken when the call began) when given, else from now.
 
     A class rather than a generator context manager: every public call of the queue
     enters one, and each statement's retry layers enter it again, so on the enqueue
     path its cost is paid several times per job.
     """
 
-    __slots__ = ("_db", "_budgets", "_owned")
+    __slots__ = ("_db", "_started", "_budgets", "_owned")
 
-    def __init__(self, db: peewee.Database) -> None:
+    def __init__(self, db: peewee.Database, started: Optional[float] = None) -> None:
         self._db = db
+        self._started = started
 
     def __enter__(self) -> CallBudget:
         budgets: Optional[Dict[int, CallBudget]] = getattr(_active, "budgets", None)
@@ -137,7 +139,7 @@ class call_budget:
         current = budgets.get(key)
         self._owned = current is None
         if current is None:
-            current = budgets[key] = CallBudget(policy_of(self._db))
+            current = budgets[key] = CallBudget(policy_of(self._db), self._started)
         return current
 
     def __exit__(self, *exc: Any) -> None:
@@ -191,6 +193,16 @@ def retrying(dialect: Any, db: peewee.Database, action: Callable[[], T],
                     raise
                 if on_retry is not None:
                     on_retry()
+
+
+def retrying_statement(dialect: Any, db: peewee.Database, action: Callable[[], T]) -> T:
+    """:func:`retrying` for an ``action`` that is a single statement. A database that
+    repeats its own statements within the call's budget (``repeats_own_statements``:
+    SQLite through :func:`caravel_lite.dialect.open_database`) already does for one
+    statement all that :func:`retrying` would, so the statement runs directly there."""
+    if getattr(db, "repeats_own_statements", False):
+        return action()
+    return retrying(dialect, db, action)
 
 
 def _deliberate(exc: BaseException) -> bool:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import secrets
 import sqlite3
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple, TypeVar
+import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, TypeVar
 
 import peewee
 
@@ -107,30 +108,52 @@ class BusyRetry(_Database):
     """
 
     retry_policy = RetryPolicy()
+    #: every statement is repeated here within its call's budget, so a caller's own
+    #: repeat of a single statement would add nothing (caravel_lite.retry)
+    repeats_own_statements = True
 
     def execute_sql(self, sql: str, params: Any = None) -> Any:
+        # The first attempt runs outside the budget machinery: almost every statement
+        # succeeds at once, and this is the path of every enqueue.
+        in_transaction = self.in_transaction()
+        started = time.monotonic()
         run = super(BusyRetry, self).execute_sql
+        try:
+            return run(sql, params)  # type: ignore[no-untyped-call]
+        except DatabaseBusy:
+            raise
+        except peewee.OperationalError as exc:
+            if not _sqlite_transient(exc):
+                raise
+            failed = exc
         return self._busy_retry(lambda: run(sql, params),  # type: ignore[no-untyped-call]
-                                self.in_transaction())
+                                in_transaction, failed, started)
 
     def begin(self, *args: Any, **kwargs: Any) -> None:
         # BEGIN IMMEDIATE that times out has started nothing: safe to repeat.
         self._busy_retry(lambda: super(BusyRetry, self).begin(*args, **kwargs), False)
 
-    def _busy_retry(self, action: Callable[[], T], in_transaction: bool) -> T:
-        with call_budget(self) as budget:
+    def _busy_retry(self, action: Callable[[], T], in_transaction: bool,
+                    failed: Optional[peewee.OperationalError] = None,
+                    started: Optional[float] = None) -> T:
+        """Run ``action`` until it succeeds or the call's budget is spent; ``failed``:
+        the transient error of a first attempt already made at ``started``."""
+        with call_budget(self, started) as budget:
             while True:
-                try:
-                    return action()
-                except DatabaseBusy:
-                    raise
-                except peewee.OperationalError as exc:
-                    if not _sqlite_transient(exc):
+                if failed is None:
+                    try:
+                        return action()
+                    except DatabaseBusy:
                         raise
-                    if in_transaction or not budget.spend():
-                        raise DatabaseBusy(_busy_message(
-                            in_transaction, budget,
-                            self._pragmas_dict().get("busy_timeout"))) from exc
+                    except peewee.OperationalError as exc:
+                        if not _sqlite_transient(exc):
+                            raise
+                        failed = exc
+                if in_transaction or not budget.spend():
+                    raise DatabaseBusy(_busy_message(
+                        in_transaction, budget,
+                        self._pragmas_dict().get("busy_timeout"))) from failed
+                failed = None
 
     def _pragmas_dict(self) -> Dict[str, Any]:
         return dict(getattr(self, "_pragmas", None) or ())
