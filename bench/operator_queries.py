@@ -40,6 +40,11 @@ def calls(admin: QueueAdmin) -> List[Tuple[str, Call]]:
         ("jobs(queue=emails, completed)", lambda a: a.jobs(queue="emails", state="completed")),
         ("jobs(state=dead_letter)", lambda a: a.jobs(state="dead_letter")),
         ("jobs(tenant_id=tenant-19)", lambda a: a.jobs(tenant_id="tenant-19")),
+        # Pending jobs: through the claim index and sorted, where the listings leave
+        # them out (migration 0007).
+        ("jobs(queue=emails, pending)", lambda a: a.jobs(queue="emails", state="pending")),
+        ("jobs(tenant_id=tenant-03, pending)",
+         lambda a: a.jobs(tenant_id="tenant-03", state="pending")),
         ("jobs(queue=billing, failure=...)",
          lambda a: a.jobs(queue="billing", failure="handler_failed")),
         ("jobs(since=1h)", lambda a: a.jobs(since=timedelta(hours=1))),
