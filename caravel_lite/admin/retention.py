@@ -83,14 +83,18 @@ class Pruner:
                 deleted = int(self.db.execute_sql(
                     f"DELETE FROM {JOBS_TABLE} WHERE id IN ({marks}) AND {condition}",
                     [*ids, *params]).rowcount)
-                if deleted:
+                if deleted == len(ids):  # ids are distinct: every one of them went
+                    gone = ids
+                elif deleted:
                     kept = {row[0] for row in self.db.execute_sql(
                         f"SELECT id FROM {JOBS_TABLE} WHERE id IN ({marks})", ids)}
                     gone = [job_id for job_id in ids if job_id not in kept]
-                    if gone:
-                        self.db.execute_sql(
-                            f"DELETE FROM {FAILURES_TABLE} WHERE job_id IN "
-                            f"({self._ids(len(gone))})", gone)
+                else:
+                    gone = []
+                if gone:
+                    self.db.execute_sql(
+                        f"DELETE FROM {FAILURES_TABLE} WHERE job_id IN "
+                        f"({self._ids(len(gone))})", gone)
                 return deleted
         return retrying(self.dialect, self.db, once)
 
