@@ -147,9 +147,10 @@ class Administration:
               queue: Optional[str] = None) -> int:
         """Delete finished jobs (COMPLETED and/or DEAD_LETTER) that finished before
         ``older_than`` (a datetime, or a timedelta before now), with their failure
-        history, in batches of 1000 (see :mod:`caravel_lite.admin.retention`).
+        history, in paced batches of the database's size (100 on SQLite, 1000
+        elsewhere; see :mod:`caravel_lite.admin.retention`).
         Nothing is ever pruned automatically. A pruned job's idempotency key is
         forgotten: the same key can then create a new job."""
         chosen = retention.check_states(states)
         cutoff = retention.cutoff_ms(older_than, now_micros(self.clock))
-        return self._pruner.prune(cutoff, chosen, queue, 1000)
+        return self._pruner.prune(cutoff, chosen, queue)

@@ -23,8 +23,9 @@ from caravel_lite.errors import DatabaseBusy, SchemaLockTimeout, StatementTooLar
 from caravel_lite.retry import RetryPolicy, TransientCounter, retrying, transient_retries
 from caravel_lite.statement_size import PACKET_MARGIN, cut_rows
 
-__all__ = ["Dialect", "ClaimMethod", "dialect_of", "open_database", "retrying",
-           "transient_retries", "TransientCounter", "RetryPolicy", "with_database_name"]
+__all__ = ["Dialect", "ClaimMethod", "PrunePacing", "dialect_of", "open_database",
+           "retrying", "transient_retries", "TransientCounter", "RetryPolicy",
+           "with_database_name"]
 
 T = TypeVar("T")
 
@@ -44,6 +45,22 @@ _PG_GONE = {"57P01", "57P02", "57P03"}
 # ER_TOO_BIG_FOR_UNCOMPRESS... seen as 1153 and 1301).
 _MYSQL_TOO_LARGE = {1153, 1301}
 _LARGE_STATEMENT = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class PrunePacing:
+    """How a prune (caravel_lite.admin.retention) shares the database with the claims
+    and completions running meanwhile: ``batch`` jobs per short transaction unless the
+    caller names another size, and after each batch a pause of ``share`` times as long
+    as that batch took plus ``margin`` seconds before the next one starts."""
+
+    batch: int
+    share: float
+    margin: float = 0.0
+
+    def pause(self, elapsed: float) -> float:
+        """Seconds to wait after a batch that took ``elapsed`` seconds."""
+        return self.share * max(elapsed, 0.0) + self.margin
 
 
 class ClaimMethod(str, enum.Enum):
@@ -114,6 +131,15 @@ class Dialect:
     # queue or state reads most of the table. PostgreSQL takes no hints (and needs
     # none once it sees the values, see caravel_lite.admin.filters.name_literal).
     index_hint: Optional[str] = None
+    # How a prune yields to claims between its batches (:class:`PrunePacing`). Where
+    # the database has row locks (PostgreSQL, InnoDB) a claim never waits for a
+    # batch's rows, only for the server's time: batches of 1,000 and a shorter pause.
+    # SQLite has one writer at a time: a claim that finds a batch holding the write
+    # lock sleeps in SQLite's busy handler (1, 2, 5, 10, 15, 20, 25 ... 100 ms between
+    # tries: each sleep at most 2 ms longer than the wait so far), so it wakes at most
+    # a batch's length plus 2 ms after the batch ends; a pause at least that long
+    # finds it the lock free. Small batches keep that wait short.
+    prune_pacing: PrunePacing = PrunePacing(batch=1000, share=0.25)
 
     def table_via(self, table: str, index: str) -> str:
         """``table`` as a FROM/DELETE target read through ``index`` where the dialect
@@ -375,7 +401,8 @@ def _mysql_code(exc: BaseException) -> Optional[int]:
 
 SQLITE = Dialect("sqlite", immediate_writes=True, exact_collation=None, payload_type="TEXT",
                  change_signal="data_version", update_returning=True, claim_lock="",
-                 partial_indexes=True, without_rowid=True, index_hint="INDEXED BY {index}")
+                 partial_indexes=True, without_rowid=True, index_hint="INDEXED BY {index}",
+                 prune_pacing=PrunePacing(batch=100, share=1.0, margin=0.002))
 POSTGRES = Dialect("postgres", immediate_writes=False, exact_collation=None, payload_type="TEXT",
                    change_signal="notify", update_returning=True,
                    claim_lock="FOR UPDATE SKIP LOCKED", copy_rows=True, partial_indexes=True,

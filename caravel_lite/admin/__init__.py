@@ -257,21 +257,24 @@ class QueueAdmin:
 
     def prune(self, older_than: Union[timedelta, datetime],
               states: Iterable[Union[JobState, str]] = retention.FINISHED,
-              queue: Optional[str] = None, batch_size: int = 1000,
+              queue: Optional[str] = None, batch_size: Optional[int] = None,
               progress: Optional[retention.Progress] = None, *,
               dry_run: bool = False) -> int:
         """Delete jobs in ``states`` (COMPLETED and/or DEAD_LETTER) that finished before
         ``older_than`` (an aware datetime, or a timedelta before now), of ``queue``
-        only when given, with their failure history, ``batch_size`` (1..10000) per
-        short transaction so that workers keep claiming meanwhile. Pending and leased
-        jobs are never touched. ``progress`` is called with a :class:`PruneProgress`
-        before the first batch and after each one. Returns how many were deleted, or
-        with ``dry_run`` how many match now, deleting nothing. Pruned idempotency keys
-        lose their duplicate protection."""
+        only when given, with their failure history, ``batch_size`` (1..10000; by
+        default the database's: 100 on SQLite, 1000 elsewhere) per short transaction,
+        pausing after each batch for a time set by how long it took (see
+        :mod:`caravel_lite.admin.retention`) so that workers keep claiming meanwhile.
+        Pending and leased jobs are never touched. ``progress`` is called with a
+        :class:`PruneProgress` before the first batch and after each one. Returns how
+        many were deleted, or with ``dry_run`` how many match now, deleting nothing.
+        Pruned idempotency keys lose their duplicate protection."""
         chosen = retention.check_states(states)
         cutoff = retention.cutoff_ms(older_than, self._now_us())
         if progress is not None and not callable(progress):
             raise InvalidField("progress", "must be a callable taking a PruneProgress")
+        self._pruner.check_batch_size(batch_size)
         if dry_run:
             return self._pruner.count(cutoff, chosen, queue)
         return self._pruner.prune(cutoff, chosen, queue, batch_size, progress)

@@ -2,15 +2,20 @@
 
 Nothing is deleted unless asked for: ``QueueAdmin.prune``, ``DatabaseQueue.prune``,
 ``caravel-lite prune`` or a worker started with ``prune=``. Each batch reads at most
-``batch_size`` ids through the prune index ``(state, finished_at, queue)``, then
-deletes them in one short transaction that checks each row's state and finish time
-again (a dead letter replayed meanwhile is kept), together with their failure
-history. Between batches no lock is held, so workers keep claiming and completing
-while a large prune runs. A pruned job's idempotency key is forgotten: the same key
-then makes a new job.
+``batch_size`` ids through the prune index ``(state, finished_at, queue)`` (by
+default the dialect's, :class:`~caravel_lite.dialect.PrunePacing`: 100 on SQLite, 1,000
+elsewhere), then deletes them in one short transaction that checks each row's state and
+finish time again (a dead letter replayed meanwhile is kept), together with their
+failure history. After each batch the prune pauses, holding no lock, for a time set by
+how long the batch took (on SQLite at least as long again, plus 2 ms: a claim that
+waited for the batch's write lock wakes inside that pause and finds the lock free;
+a quarter as long elsewhere), so workers keep claiming and completing while a large
+prune runs. A pruned job's idempotency key is forgotten: the same key then makes a new
+job.
 """
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -28,6 +33,8 @@ from caravel_lite.values import JobState
 FINISHED = (JobState.COMPLETED, JobState.DEAD_LETTER)
 MAX_BATCH = 10_000
 Progress = Callable[[PruneProgress], None]
+Sleep = Callable[[float], None]
+Timer = Callable[[], float]
 
 
 def check_states(states: Iterable[object]) -> Tuple[JobState, ...]:
@@ -53,11 +60,19 @@ def cutoff_ms(older_than: Union[timedelta, datetime], now_us: int) -> int:
 
 
 class Pruner:
-    """The statements of pruning and deleting on one database."""
+    """The statements of pruning and deleting on one database. ``sleep`` and ``timer``
+    (seconds, monotonic) pace the batches (tests pass their own); ``last_pause`` is the
+    pause still owed after the last batch :meth:`prune` wrote, which it does not sleep
+    (the worker spends it waiting for new work)."""
 
-    def __init__(self, db: peewee.Database) -> None:
+    def __init__(self, db: peewee.Database, *, sleep: Sleep = time.sleep,
+                 timer: Timer = time.monotonic) -> None:
         self.db = db
         self.dialect = dialect_of(db)
+        self.pacing = self.dialect.prune_pacing
+        self._sleep = sleep
+        self._timer = timer
+        self.last_pause = 0.0
         p = db.param
         # Through the prune index by name where the dialect takes a hint: SQLite with
         # statistics would rather read one queue's finished rows through the claim
@@ -98,13 +113,21 @@ class Pruner:
                 return deleted
         return retrying(self.dialect, self.db, once)
 
+    def check_batch_size(self, batch_size: Optional[int]) -> int:
+        """``batch_size`` (1..MAX_BATCH), or the dialect's when None."""
+        if batch_size is None:
+            return self.pacing.batch
+        return validation.check_int("batch_size", batch_size, 1, MAX_BATCH)
+
     def prune(self, cutoff: int, states: Sequence[JobState], queue: Optional[str],
-              batch_size: int, progress: Optional[Progress] = None,
+              batch_size: Optional[int] = None, progress: Optional[Progress] = None,
               max_batches: Optional[int] = None) -> int:
         """Delete jobs in ``states`` that finished before ``cutoff`` (epoch ms), of
-        ``queue`` only when given, ``batch_size`` at a time (at most ``max_batches``
-        batches when given); returns how many."""
-        validation.check_int("batch_size", batch_size, 1, MAX_BATCH)
+        ``queue`` only when given, ``batch_size`` at a time (the dialect's when None;
+        at most ``max_batches`` batches when given), pausing before each batch after
+        the first as :attr:`pacing` says for the time the previous one's transaction
+        took; returns how many."""
+        batch_size = self.check_batch_size(batch_size)
         if queue is not None:
             validation.check_queue(queue)
         total = 0
@@ -112,17 +135,25 @@ class Pruner:
             total = self.count(cutoff, states, queue)
             progress(PruneProgress(0, total, 0))
         deleted = batches = 0
+        self.last_pause = 0.0  # owed since the last batch, paid before the next one
         p = self.db.param
         for state in states:
             select = (self._select_queue if queue else self._select).format(n=int(batch_size))
             params = (state.value, cutoff, queue) if queue else (state.value, cutoff)
             while max_batches is None or batches < max_batches:
+                if self.last_pause > 0:
+                    # Inside the caller's own transaction its locks stay held: no pause.
+                    if not self.db.in_transaction():
+                        self._sleep(self.last_pause)
+                    self.last_pause = 0.0
                 ids = [row[0] for row in self.db.execute_sql(select, params).fetchall()]
                 if not ids:
                     break
+                began = self._timer()
                 deleted += self._delete_batch(ids, f"state = {p} AND finished_at < {p}",
                                               (state.value, cutoff))
                 batches += 1
+                self.last_pause = self.pacing.pause(self._timer() - began)
                 if progress is not None:
                     progress(PruneProgress(deleted, max(total, deleted), batches))
                 if len(ids) < batch_size:

@@ -1,7 +1,10 @@
 """QueueAdmin's actions on every database: replay_many (and its dry run), discard,
-delete, prune in batches (also while a worker claims)."""
+delete, prune in batches (also while a worker claims), paced by the dialect: the batch
+size it uses unless given, and the pause it asks for after each batch (requested of a
+recording sleep, never timed)."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from datetime import timedelta
@@ -10,7 +13,9 @@ import pytest
 
 from caravel_lite import (Dispatch, Failure, InvalidField, JobState, QueueAdmin,
                           QueueWorker)
-from caravel_lite.admin import PruneProgress
+from caravel_lite.admin import PruneProgress, retention
+from caravel_lite.clock import now_micros
+from caravel_lite.dialect import MARIADB, MYSQL, POSTGRES, SQLITE, PrunePacing
 from tests.admin.seed import Mail, make_queue, seed
 from tests.contract.jobs import row_count
 from tests.support import wait_for
@@ -154,6 +159,7 @@ def test_prune_deletes_old_finished_jobs_in_batches(db, seeded, admin):
     (lambda a: a.prune(timedelta(days=-1)), "older_than"),
     (lambda a: a.prune("7d"), "older_than"),
     (lambda a: a.prune(timedelta(days=1), batch_size=0), "batch_size"),
+    (lambda a: a.prune(timedelta(days=1), batch_size=10_001, dry_run=True), "batch_size"),
     (lambda a: a.prune(timedelta(days=1), queue="A"), "queue"),
     (lambda a: a.prune(timedelta(days=1), progress="yes"), "progress"),
     (lambda a: a.discard("x"), "job_id"),
@@ -214,6 +220,102 @@ def test_prune_while_a_worker_claims_never_deletes_pending_or_leased_jobs(db, co
         assert admin.job(job_id).state is JobState.COMPLETED
     for job_id in seeded.where(category="ready") + seeded.where(category="live"):
         assert admin.job(job_id) is not None
+
+
+class Ticking:
+    """A monotonic timer that moves ``tick`` seconds at every reading: each batch's
+    transaction, read before and after, seems to take exactly ``tick``."""
+
+    def __init__(self, tick):
+        self.now = 0.0
+        self.tick = tick
+
+    def __call__(self):
+        self.now += self.tick
+        return self.now
+
+
+def _old_history(db, clock, completed, dead, queue_name="old"):
+    """``completed`` and ``dead`` finished jobs of ``queue_name``, then 8 days on."""
+    queue = make_queue(db, clock)
+    for n in range(completed + dead):
+        queue.enqueue(Mail(n), Dispatch(queue=queue_name, tenant_id="t"))
+        lease = queue.claim(queue_name)
+        assert queue.complete(lease) if n < completed else queue.fail(
+            lease, Failure.HANDLER_FAILED)
+    clock.advance(timedelta(days=8))
+    return retention.cutoff_ms(timedelta(days=7), now_micros(clock))
+
+
+def test_prune_pacing_of_each_dialect():
+    # One writer at a time: small batches, and a pause longer than the batch by more
+    # than SQLite's busy handler can oversleep (2 ms), so that a claim that waited
+    # for the batch wakes inside the pause.
+    sqlite = SQLITE.prune_pacing
+    assert sqlite.batch == 100
+    for took in (0.0, 0.001, 0.004, 0.05):
+        assert sqlite.pause(took) >= took + 0.002
+    # Row locks: claims never wait for a batch's rows; larger batches, shorter pauses.
+    for dialect in (POSTGRES, MARIADB, MYSQL, MARIADB.portable()):
+        pacing = dialect.prune_pacing
+        assert pacing.batch == 1000
+        assert 0 < pacing.pause(0.05) < 0.05
+    assert PrunePacing(10, 0.5, 0.001).pause(-1.0) == 0.001  # a timer going back
+
+
+def test_prune_pauses_after_each_batch_for_as_long_as_the_pacing_asks(db, seeded):
+    cutoff = _old_history(db, seeded.clock, completed=10, dead=3)
+    pauses = []
+    pruner = retention.Pruner(db, sleep=pauses.append, timer=Ticking(0.03))
+    seen = []
+    assert pruner.prune(cutoff, retention.FINISHED, "old", 4, progress=seen.append) == 13
+    # completed 4, 4, 2, then the dead letters 3: a pause before every batch but the
+    # first, none after the last (it is owed, for the worker to wait out).
+    assert [p.deleted for p in seen[1:]] == [4, 8, 10, 13]
+    assert pauses == [pruner.pacing.pause(0.03)] * 3
+    assert pruner.last_pause == pruner.pacing.pause(0.03)
+    assert pruner.prune(cutoff, retention.FINISHED, "old", 4) == 0
+    assert pauses == [pruner.pacing.pause(0.03)] * 3 and pruner.last_pause == 0.0
+
+
+def test_prune_takes_the_dialects_batch_size_unless_given_one(db, seeded):
+    cutoff = _old_history(db, seeded.clock, completed=8, dead=0)
+    pauses = []
+    pruner = retention.Pruner(db, sleep=pauses.append, timer=Ticking(0.01))
+    assert pruner.pacing == pruner.dialect.prune_pacing
+    pruner.pacing = dataclasses.replace(pruner.pacing, batch=3)
+    seen = []
+    assert pruner.prune(cutoff, [JobState.COMPLETED], "old", progress=seen.append,
+                        max_batches=2) == 6
+    assert [p.deleted for p in seen[1:]] == [3, 6]
+    assert len(pauses) == 1  # none after the last batch
+    seen.clear()
+    assert pruner.prune(cutoff, [JobState.COMPLETED], "old", 5, progress=seen.append) == 2
+    assert [p.deleted for p in seen[1:]] == [2]
+
+
+def test_the_admins_prune_uses_the_dialects_batch_size_by_default(db, seeded, admin,
+                                                                  monkeypatch):
+    real = retention.dialect_of(db)
+    small = dataclasses.replace(real, prune_pacing=PrunePacing(batch=4, share=0.0))
+    monkeypatch.setattr(retention, "dialect_of", lambda _db: small)
+    _old_history(db, seeded.clock, completed=10, dead=0)
+    paced = QueueAdmin(db, clock=seeded.clock)
+    seen = []
+    assert paced.prune(timedelta(days=7), states=["completed"], queue="old",
+                       progress=seen.append) == 10
+    assert [p.deleted for p in seen[1:]] == [4, 8, 10]
+
+
+def test_no_pause_inside_the_callers_own_transaction(db, seeded):
+    cutoff = _old_history(db, seeded.clock, completed=5, dead=0)
+    pauses = []
+    pruner = retention.Pruner(db, sleep=pauses.append, timer=Ticking(0.01))
+    with db.atomic():  # its locks stay held: pausing would only hold them longer
+        assert pruner.prune(cutoff, retention.FINISHED, "old", 2) == 5
+    assert pauses == []
+    assert db.execute_sql("SELECT COUNT(*) FROM caravel_jobs WHERE queue = " + db.param,
+                          ("old",)).fetchone()[0] == 0
 
 
 def test_replay_one_job_of_any_tenant(admin, seeded):

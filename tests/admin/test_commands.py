@@ -161,6 +161,13 @@ def test_prune_reports_progress_as_plain_lines_when_piped(db_url, db, seeded):
     assert len(QueueAdmin(db).jobs(limit=100)) == len(seeded.all) - 8
 
 
+def test_prune_without_a_batch_size_takes_the_databases(db_url, seeded):
+    # 100 on SQLite, 1000 elsewhere: each state's 4 old jobs go in one batch.
+    result = ok(db_url, "prune", "--older-than", "0s")
+    assert result.stderr.splitlines() == ["8 job(s) to prune", "batch 1: 4 of 8 deleted",
+                                          "batch 2: 8 of 8 deleted"]
+
+
 def test_prune_draws_a_bar_on_a_terminal(db_url, seeded):
     leader, follower = pty.openpty()
     try:
