@@ -2,10 +2,14 @@
 jobs of its own queues that finished (completed or dead-lettered) longer ago than that,
 while it has nothing to run. Off by default: the contract deletes nothing unless asked.
 
-One step deletes at most BATCH jobs per queue in one short transaction, then the worker
-looks for work again before the next step, so pruning never delays a job by more than
-one small batch. Once a step finds nothing left, the next comes PAUSE seconds later.
-Pruned idempotency keys lose their duplicate protection.
+One step deletes at most BATCH jobs of one queue (its queues in turn) in one short
+transaction, through the same paced path as ``QueueAdmin.prune``
+(:class:`caravel_lite.admin.retention.Pruner`): the next step is due only after the
+pause the dialect's pacing asks for after that batch, which the worker spends waiting
+for new work, so pruning never delays a job by more than one small batch and other
+workers' claims find the database free between two batches. Once a step finds nothing
+left, the next comes PAUSE seconds later. Pruned idempotency keys lose their duplicate
+protection.
 """
 from __future__ import annotations
 
@@ -34,26 +38,40 @@ def check_prune(value: object) -> Optional[timedelta]:
 
 
 class IdlePruning:
-    """The worker's retention, one bounded step at a time."""
+    """The worker's retention, one bounded step at a time. ``timer`` (monotonic seconds)
+    says when a step is due and ``pruner`` deletes (tests pass their own)."""
 
-    def __init__(self, queue: DatabaseQueue, older_than: timedelta) -> None:
+    def __init__(self, queue: DatabaseQueue, older_than: timedelta, *,
+                 timer: retention.Timer = time.monotonic,
+                 pruner: Optional[retention.Pruner] = None) -> None:
         self.queue = queue
         self.older_than = older_than
-        self._pruner = retention.Pruner(queue.db)
+        self._pruner = pruner if pruner is not None else retention.Pruner(queue.db)
+        self._timer = timer
         self._next = 0.0  # monotonic time of the next step
+        self._turn = 0  # where in the worker's queues the next step starts
 
     def step(self, queue_names: Sequence[str]) -> bool:
-        """Prune one batch per queue if a step is due; True if something was deleted
-        (the worker then claims again and comes back for more)."""
-        if time.monotonic() < self._next:
+        """Prune one batch of the first queue, from this step's turn on, that has old
+        finished jobs, if a step is due; True if something was deleted (the worker then
+        waits for work during the pause the batch asked for, and comes back)."""
+        if self._timer() < self._next:
             return False
         cutoff = retention.cutoff_ms(self.older_than, now_micros(self.queue.clock))
-        deleted = 0
-        for name in queue_names:
-            deleted += self._pruner.prune(cutoff, retention.FINISHED, name, BATCH,
-                                          max_batches=1)
-        if deleted:
-            logger.info("pruned %d job(s) finished more than %s ago", deleted, self.older_than)
-        else:
-            self._next = time.monotonic() + PAUSE
-        return deleted > 0
+        for offset in range(len(queue_names)):
+            turn = (self._turn + offset) % len(queue_names)
+            deleted = self._pruner.prune(cutoff, retention.FINISHED, queue_names[turn],
+                                         BATCH, max_batches=1)
+            if deleted:
+                self._turn = turn + 1
+                self._next = self._timer() + self._pruner.last_pause
+                logger.info("pruned %d job(s) of queue %s finished more than %s ago",
+                            deleted, queue_names[turn], self.older_than)
+                return True
+        self._next = self._timer() + PAUSE
+        return False
+
+    def wait_limit(self, timeout: float) -> float:
+        """How long the idle worker may wait for work (at most ``timeout`` seconds)
+        before the next step is due."""
+        return max(0.0, min(timeout, self._next - self._timer()))

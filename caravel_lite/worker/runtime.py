@@ -144,8 +144,9 @@ class QueueWorker:
 
     ``prune`` (None, the default, or a timedelta of at least a minute): while idle,
     delete this worker's queues' jobs that finished longer ago than that, a small
-    batch at a time (see :mod:`caravel_lite.worker.retention`). Pruned idempotency
-    keys lose their duplicate protection.
+    batch at a time, each followed by a pause spent waiting for work (see
+    :mod:`caravel_lite.worker.retention`). Pruned idempotency keys lose their
+    duplicate protection.
     """
 
     def __init__(self, queue: DatabaseQueue, *, concurrency: int = 1,
@@ -276,10 +277,13 @@ class QueueWorker:
                     self._acks.flush()  # before going idle
                     if policy is not None:
                         policy.succeeded()
-                    if self._pruning is not None and self._pruning.step(names):
-                        empty = False  # one batch pruned: look for work before the next
-                        continue
-                    if waiter.wait(wakeup, self.poll_interval):
+                    timeout = self.poll_interval
+                    if self._pruning is not None:
+                        # At most one batch pruned; the wait for work that follows
+                        # lasts until the next batch is due, the pause it asked for.
+                        self._pruning.step(names)
+                        timeout = self._pruning.wait_limit(timeout)
+                    if waiter.wait(wakeup, timeout):
                         empty = False
                 elif self._acks.waiting:
                     # Every slot busy: completions of fast jobs gather into one write;

@@ -1,7 +1,9 @@
 """The worker's part of the operators' issue, on every database: a handler's failure is
 kept in the history with its type and site (the log line too, never the message);
 ``QueueWorker(prune=...)`` prunes its own queues' old finished jobs while idle, in small
-batches, never a pending or leased job; ``--prune-after`` on the command line."""
+batches (one queue's at a time, each followed by the pause the dialect's pacing asks
+for, read from fake timers), never a pending or leased job; ``--prune-after`` on the
+command line."""
 from __future__ import annotations
 
 import logging
@@ -12,6 +14,7 @@ import pytest
 
 from caravel_lite import (Dispatch, Failure, InvalidField, JobRegistry, JobState,
                           QueueAdmin, QueueWorker)
+from caravel_lite.admin import retention
 from caravel_lite.testing import ManualClock
 from caravel_lite.worker import retention as worker_retention
 from tests.admin.seed import START, Mail, make_queue
@@ -100,6 +103,53 @@ def test_prune_while_idle_takes_only_old_finished_jobs_of_its_queues(db, monkeyp
     assert len(admin.jobs(queue="other", limit=100)) == 5  # not this worker's queue
     assert db.execute_sql("SELECT COUNT(*) FROM caravel_failures WHERE queue = "
                           + db.param, ("pay",)).fetchone()[0] == 0
+
+
+class Timer:
+    """A monotonic timer that stands still unless moved (``tick``: seconds it moves at
+    every reading)."""
+
+    def __init__(self, tick=0.0):
+        self.now = 100.0
+        self.tick = tick
+
+    def __call__(self):
+        self.now += self.tick
+        return self.now
+
+
+def test_each_idle_step_prunes_one_batch_of_one_queue_then_waits_the_pause(db,
+                                                                        monkeypatch):
+    monkeypatch.setattr(worker_retention, "BATCH", 3)
+    clock = ManualClock(START)
+    queue = _queue(db, clock)
+    for name in ("a", "b"):
+        for n in range(5):
+            queue.enqueue(Mail(n), Dispatch(queue=name, tenant_id="t"))
+            assert queue.complete(queue.claim(name))
+    clock.advance(timedelta(days=8))
+    # Every batch's transaction seems to take 50 ms; nothing may sleep in the pruner.
+    pruner = retention.Pruner(db, sleep=lambda s: pytest.fail("slept"), timer=Timer(0.05))
+    timer = Timer()
+    pruning = worker_retention.IdlePruning(queue, timedelta(days=7), timer=timer,
+                                           pruner=pruner)
+    pause = pruner.pacing.pause(0.05)
+    admin = QueueAdmin(db, clock=clock)
+
+    def left():
+        return tuple(len(admin.jobs(queue=name, limit=100)) for name in ("a", "b"))
+
+    for expected in ((2, 5), (2, 2), (0, 2), (0, 0)):  # the queues in turn
+        assert pruning.step(["a", "b"]) is True
+        assert left() == expected
+        assert pruning.wait_limit(10.0) == pytest.approx(pause)
+        assert pruning.wait_limit(pause / 2) == pause / 2
+        assert pruning.step(["a", "b"]) is False  # not due yet: nothing deleted
+        timer.now += pause
+        assert pruning.wait_limit(10.0) == 0.0
+    assert pruning.step(["a", "b"]) is False  # nothing left: the next look much later
+    assert pruning.wait_limit(10.0) == 10.0
+    assert pruning.wait_limit(3600.0) == pytest.approx(worker_retention.PAUSE)
 
 
 def test_no_pruning_unless_asked(db):
