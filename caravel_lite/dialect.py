@@ -476,7 +476,7 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
 
     - ``sqlite:///path``: WAL journal, 5 s busy timeout, an automatic checkpoint every
       10,000 WAL pages (:data:`SQLITE_PRAGMAS`; ``pragmas=`` adds to or replaces them
-      key by key), and statements that still find the database locked repeated within
+      key by key, and a key given as None is left unset), and statements that still find the database locked repeated within
       the call's retry budget (see :class:`BusyRetry`); ``sqlite:///:memory:`` is one
       in-memory database shared by the object's threads (:class:`SharedMemory`);
     - ``postgresql://...``: READ COMMITTED (the server default), autocommit;
@@ -494,10 +494,13 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
     if scheme == "sqlite":
         options = {"pragmas": dict(SQLITE_PRAGMAS), "timeout": 5}
         # The caller's pragmas are added to ours, key by key: naming one must not
-        # silently drop WAL mode or the busy timeout.
+        # silently drop WAL mode or the busy timeout. A key given as None is not set
+        # at all (a read-only connection cannot switch the journal to WAL).
         extra = overrides.pop("pragmas", None)
         if extra is not None:
             options["pragmas"].update(dict(extra))
+            options["pragmas"] = {name: value for name, value in options["pragmas"].items()
+                                  if value is not None}
     elif scheme == "mysql":
         options = _mysql_session_options()
     options.update(overrides)

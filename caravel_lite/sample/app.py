@@ -253,7 +253,7 @@ def read_only_counts(config: SampleConfig) -> QueueCounts:
         if not os.path.isfile(path):
             raise NotMigrated({}, f"{path} does not exist")
         db = open_database("sqlite:///queue.db", database="file:" + quote(path) + "?mode=ro",
-                           uri=True, pragmas={"busy_timeout": 5000, "query_only": 1})
+                           uri=True, pragmas={"journal_mode": None, "query_only": 1})
     else:
         assert config.queue_url is not None  # no directory: a server URL (config.py)
         db = open_database(config.queue_url)

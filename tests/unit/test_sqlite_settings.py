@@ -2,6 +2,8 @@
 combine with them (key by key: naming one keeps the others)."""
 from __future__ import annotations
 
+import sqlite3
+
 from caravel_lite import open_database
 
 
@@ -37,5 +39,18 @@ def test_pragmas_given_as_pairs_are_accepted_too(tmp_path):
     try:
         assert _pragma(db, "cache_size") == -4000
         assert _pragma(db, "journal_mode") == "wal"
+    finally:
+        db.close()
+
+
+def test_a_pragma_given_as_none_is_left_unset(tmp_path):
+    # A read-only connection cannot switch a rollback-journal file to WAL.
+    path = tmp_path / "q.db"
+    sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.close()
+    db = open_database("sqlite:///q.db", database=f"file:{path}?mode=ro", uri=True,
+                       pragmas={"journal_mode": None, "query_only": 1})
+    try:
+        assert _pragma(db, "journal_mode") == "delete"
+        assert _pragma(db, "busy_timeout") == 5000
     finally:
         db.close()
