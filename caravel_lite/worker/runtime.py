@@ -268,6 +268,7 @@ class QueueWorker:
                     if policy is not None:
                         policy.succeeded()
                     if claimed:
+                        waiter.found_work()  # a busy worker: the waiter's fast rate
                         continue
                     if contended:  # lost every race: rows are due, try again at once
                         stop.wait(random.uniform(0, CONTENDED_PAUSE))

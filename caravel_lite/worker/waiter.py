@@ -166,7 +166,7 @@ class Waiter:
             raise InvalidField("queue_names", "must name at least one queue")
         self.probe_sql = _probe_sql(queue.db.param, len(self.queue_names))
         self.poll_probes = (POLL_PROBE, IDLE_POLL_PROBE)
-        self._active_at = time.monotonic()  # when a wait last found work
+        self._active_at = time.monotonic()  # when the worker last found work
         self._due_at: Optional[float] = None  # monotonic time of the next known due job
         self.reads = 0  # due reads made (tests count them)
         self.closed = False
@@ -182,8 +182,13 @@ class Waiter:
             raise RuntimeError("this waiter is closed")
         found = self._wait(wakeup, timeout)
         if found:
-            self._active_at = time.monotonic()
+            self.found_work()
         return found
+
+    def found_work(self) -> None:
+        """The worker found work (a wait said so, or a claim leased jobs): probe at the
+        fast rate for the next :data:`ACTIVE_FOR` seconds."""
+        self._active_at = time.monotonic()
 
     def _rate(self, rates: Tuple[float, float]) -> float:
         """The fast probe interval while the worker recently had work, else the slow."""

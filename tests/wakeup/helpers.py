@@ -48,6 +48,7 @@ class Recording(Waiter):
         self.results: List[bool] = []
         self.entered = threading.Event()
         self.idle = threading.Event()
+        self.worked = 0  # found_work() calls (claims that leased jobs)
 
     def wait(self, wakeup: Wakeup, timeout: float) -> bool:
         self.entered.set()
@@ -58,6 +59,10 @@ class Recording(Waiter):
             self.idle.clear()
         self.results.append(result)
         return result
+
+    def found_work(self) -> None:
+        self.worked += 1
+        self.inner.found_work()
 
     def close(self) -> None:
         self.inner.close()

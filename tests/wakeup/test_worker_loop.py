@@ -136,3 +136,17 @@ def test_stop_ends_an_idle_worker_loop_promptly(connect, monkeypatch):
     stopped = time.monotonic()
     loop.close()
     assert time.monotonic() - stopped < 5.0  # far below the 30 s poll interval
+
+
+def test_a_claim_that_leased_jobs_tells_the_waiter(connect, monkeypatch):
+    """A worker whose claims find work (here its first one, at start-up) is a busy
+    worker: its waiter then probes at the fast rate, though no wait of its found a job."""
+    enqueue(make_queue(connect()), 1)  # waiting before the worker starts
+    loop = _Loop(connect, monkeypatch, poll_interval=30.0)
+    try:
+        assert loop.started.event.wait(10), "the waiting job never started"
+        assert loop.waiter.idle.wait(10), "the worker never went idle"
+        assert loop.waiter.worked >= 1
+        assert True not in loop.waiter.results  # found by the claim, not by a wait
+    finally:
+        loop.close()
