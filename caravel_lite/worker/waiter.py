@@ -19,8 +19,9 @@ How the waiter hears of changes is the dialect's ``change_signal``:
 - ``"notify"`` (PostgreSQL): triggers NOTIFY :data:`CHANNEL` with ``"<queue> <due ms>"``
   (migrations 0003 and 0004). The waiter LISTENs on a dedicated connection and blocks in
   ``select()`` on that socket and on the wake-up pipe: no polling at all while idle. If
-  the listener cannot be opened or fails, it falls back to reading every
-  :data:`POLL_PROBE` seconds and reopens it every :data:`RECONNECT_DELAY` seconds.
+  the listener cannot be opened or fails, it falls back to reading at the poll rates
+  (:data:`POLL_PROBE`, :data:`IDLE_POLL_PROBE`) and reopens it every
+  :data:`RECONNECT_DELAY` seconds.
 - ``"data_version"`` (SQLite on a file): ``PRAGMA data_version`` on a connection of the
   waiter's own, read every :data:`PROBE_INTERVAL` seconds (every
   :data:`IDLE_PROBE_INTERVAL` once idle for :data:`ACTIVE_FOR`); it changes whenever another
@@ -30,10 +31,16 @@ How the waiter hears of changes is the dialect's ``change_signal``:
   every :data:`POLL_PROBE` seconds (:data:`IDLE_POLL_PROBE` once idle for
   :data:`ACTIVE_FOR`), as there is no change signal, so an idle worker still picks a
   new job up within about that long.
+
+The fast rates hold for :data:`ACTIVE_FOR` seconds after the worker last found work (a
+wait that found a due job, or a claim that leased jobs: :meth:`Waiter.found_work`); a
+worker that has found none since it started probes at the idle rates, as its first
+claim already took whatever was waiting.
 """
 from __future__ import annotations
 
 import errno
+import math
 import os
 import select
 import sqlite3
@@ -60,15 +67,16 @@ CHANNEL = "caravel_jobs"
 # Probing waiters look often while their worker is busy and seldom once it has been
 # idle for a while: every wake-up of an idle process costs about 0.1 ms of CPU here
 # (whatever it then does), so the rate, not the read, decides the idle cost.
-# Seconds between two reads of PRAGMA data_version (bounds SQLite's pickup latency),
-# within ACTIVE_FOR seconds of the last job found, and after that.
+# Seconds between two reads of PRAGMA data_version (bounds SQLite's pickup latency):
+# within ACTIVE_FOR seconds of the last work found, and otherwise (also before any).
 PROBE_INTERVAL = 0.02
 IDLE_PROBE_INTERVAL = 0.1
 # Seconds between two cheap due reads where there is no change signal (MariaDB/MySQL,
-# or a listener that is down): bounds the pickup latency there.
+# or a listener that is down), likewise fast then idle: bounds the pickup latency there.
 POLL_PROBE = 0.05
 IDLE_POLL_PROBE = 0.25
-# How long after the last job found a waiter keeps probing at the fast rate.
+# How long after the worker last found work (a wait that found a due job, a claim that
+# leased some: Waiter.found_work) its waiter probes at the fast rate.
 ACTIVE_FOR = 10.0
 # Seconds between attempts to reopen a listener connection that failed.
 RECONNECT_DELAY = 5.0
@@ -166,7 +174,9 @@ class Waiter:
             raise InvalidField("queue_names", "must name at least one queue")
         self.probe_sql = _probe_sql(queue.db.param, len(self.queue_names))
         self.poll_probes = (POLL_PROBE, IDLE_POLL_PROBE)
-        self._active_at = time.monotonic()  # when the worker last found work
+        # When the worker last found work: never yet, so a new waiter starts at the idle
+        # rate (the worker's first claim takes what was already waiting).
+        self._active_at = -math.inf
         self._due_at: Optional[float] = None  # monotonic time of the next known due job
         self.reads = 0  # due reads made (tests count them)
         self.closed = False
@@ -176,8 +186,8 @@ class Waiter:
     def wait(self, wakeup: Wakeup, timeout: float) -> bool:
         """Block until a job of the queues may be claimable (True), or until ``timeout``
         seconds pass with nothing due or ``wakeup`` is raised (False). Never raises for
-        a failing change signal (it then reads every :data:`POLL_PROBE` seconds); a
-        failing due read returns True, so that the worker's claim meets the fault."""
+        a failing change signal (it then reads at the poll rates); a failing due read
+        returns True, so that the worker's claim meets the fault."""
         if self.closed:
             raise RuntimeError("this waiter is closed")
         found = self._wait(wakeup, timeout)
@@ -309,8 +319,8 @@ def _due_now_sql(p: str, queue_count: int) -> str:
 
 
 class PollWaiter(Waiter):
-    """No change signal: every :data:`POLL_PROBE` seconds, one cheap read of whether
-    anything of its queues is due now (a job that falls due is found within that long
+    """No change signal: every :data:`POLL_PROBE` seconds (:data:`IDLE_POLL_PROBE` when
+    idle), one cheap read of whether anything of its queues is due now (a job that falls due is found within that long
     of its due time, so later due times need not be remembered between probes)."""
 
     def __init__(self, queue: Any, queue_names: Union[str, Sequence[str]]) -> None:
@@ -393,7 +403,7 @@ class NotifyWaiter(Waiter):
     """PostgreSQL: LISTENs on :data:`CHANNEL` over a dedicated autocommit psycopg
     connection and blocks in ``select()`` on its socket and the wake-up pipe; wakes for
     a notification naming one of its queues whose due time has come, and remembers later
-    due times. Reads every :data:`POLL_PROBE` seconds while the listener is down."""
+    due times. Reads at the poll rates while the listener is down."""
 
     signal = "notify"
 

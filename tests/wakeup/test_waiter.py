@@ -17,7 +17,9 @@ import pytest
 
 from caravel_lite import Dispatch, migrate, open_database
 from caravel_lite.dialect import dialect_of
-from caravel_lite.worker.waiter import (DataVersionWaiter, NotifyWaiter, PollWaiter, Waiter,
+from caravel_lite.worker import waiter as waiter_module
+from caravel_lite.worker.waiter import (ACTIVE_FOR, IDLE_POLL_PROBE, POLL_PROBE,
+                                        DataVersionWaiter, NotifyWaiter, PollWaiter, Waiter,
                                         Wakeup, waiter_for)
 from tests.support import wait_for
 from tests.wakeup import procs
@@ -347,3 +349,61 @@ def test_the_base_waiter_polls_with_reads(queue, other, wakeup):
     enqueue(other, 1)
     woken, elapsed = timed_wait(waiter, wakeup, LONG)
     assert woken is True and elapsed < GENEROUS
+
+
+# -- probe rates (a controlled clock: reads are counted, nothing is timed) ----------------
+
+
+class _Clock:
+    """Stands for the ``time`` module of caravel_lite.worker.waiter: a monotonic clock
+    that only the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class _Sleepless:
+    """A wake-up that is never raised and whose waits pass at once on the clock."""
+
+    def __init__(self, clock: _Clock) -> None:
+        self.clock = clock
+
+    def is_set(self) -> bool:
+        return False
+
+    def wait(self, timeout):
+        self.clock.now += timeout
+        return False
+
+
+def test_the_poll_probes_at_the_idle_rate_until_work_is_found(queue, monkeypatch):
+    """A waiter that never found work reads at IDLE_POLL_PROBE (a new worker's first
+    claim already takes what is waiting); once a wait found a job, or the worker says
+    a claim did (found_work), at POLL_PROBE for ACTIVE_FOR seconds, then idle again.
+    Counted over one wait of a second: the next-due read, the probes, the read at the
+    timeout."""
+    clock = _Clock()
+    monkeypatch.setattr(waiter_module, "time", clock)
+    wakeup = _Sleepless(clock)
+
+    def reads_in_a_second(waiter: Waiter) -> int:
+        before = waiter.reads
+        assert waiter.wait(wakeup, 1.0) is False
+        return waiter.reads - before
+
+    idle_at_most = 2 + round(1 / IDLE_POLL_PROBE)
+    fast_at_least = round(1 / POLL_PROBE)
+    with PollWaiter(queue, QUEUE) as waiter:
+        assert reads_in_a_second(waiter) <= idle_at_most
+        assert reads_in_a_second(waiter) <= idle_at_most  # waits that find nothing
+        enqueue(queue, 1)
+        assert waiter.wait(wakeup, LONG) is True
+        assert queue.claim(QUEUE) is not None
+        assert reads_in_a_second(waiter) >= fast_at_least
+        clock.now += ACTIVE_FOR
+        assert reads_in_a_second(waiter) <= idle_at_most
+        waiter.found_work()  # what the worker calls after a claim that leased jobs
+        assert reads_in_a_second(waiter) >= fast_at_least
