@@ -8,11 +8,14 @@ worker still claims through the normal fenced path, so a spurious one costs one 
 claim and a lost one at most ``timeout`` of latency, never a job.
 
 A wait never writes. Whatever the change signal says, the waiter first *reads* whether
-anything of its queues is due (one indexed statement; see :data:`PROBE_SQL`) and only
-then lets the worker claim, so commits that brought nothing due (another table, another
-queue, a job for later) cost the idle worker a read and never a write statement. Each
-wait also reads when the next delayed job of its queues falls due and when their
-earliest lease expires, and wakes then. Times come from the queue's clock.
+anything of its queues is due (one indexed statement: :func:`_probe_sql`, or where it
+polls :func:`_due_now_sql`) and only then lets the worker claim, so commits that brought
+nothing due (another table, another queue, a job for later) cost the idle worker a read
+and never a write statement. Each wait also reads when the next delayed job of its
+queues falls due and when their earliest lease expires, and wakes then; a wait that
+ends at its timeout reads whether anything is due, and that read also gives the next
+wait, begun at once, its next due time (:data:`DUE_READ_KEPT`). Times come from the
+queue's clock.
 
 How the waiter hears of changes is the dialect's ``change_signal``:
 
@@ -83,6 +86,11 @@ RECONNECT_DELAY = 5.0
 # A due time is acted on this long after it: the claim compares with whole
 # milliseconds, so waking exactly on time could find the job not yet due.
 DUE_MARGIN = 0.002
+# A wait that begins within this many seconds of the previous wait's read at its
+# timeout (which found nothing due) takes the next due time from that read instead of
+# reading it again: an idle worker's waits follow each other at once, and what was
+# committed in between the change signal (or, polling, the next probe) reports.
+DUE_READ_KEPT = 0.05
 
 _PENDING = JobState.PENDING.value
 _LEASED = JobState.LEASED.value
@@ -178,6 +186,7 @@ class Waiter:
         # rate (the worker's first claim takes what was already waiting).
         self._active_at = -math.inf
         self._due_at: Optional[float] = None  # monotonic time of the next known due job
+        self._timed_out_at: Optional[float] = None  # the last wait's timeout read, if empty
         self.reads = 0  # due reads made (tests count them)
         self.closed = False
 
@@ -205,8 +214,12 @@ class Waiter:
         return rates[0] if time.monotonic() - self._active_at < ACTIVE_FOR else rates[1]
 
     def _wait(self, wakeup: Wakeup, timeout: float) -> bool:
-        end = time.monotonic() + max(float(timeout), 0.0)
-        self._due_at = self._next_due()
+        start = time.monotonic()
+        end = start + max(float(timeout), 0.0)
+        timed_out_at, self._timed_out_at = self._timed_out_at, None
+        if timed_out_at is None or start - timed_out_at > DUE_READ_KEPT:
+            self._due_at = self._next_due()
+        # else _due_at is what the previous wait's timeout read found, just now
         while True:
             if wakeup.is_set():
                 return False
@@ -214,7 +227,13 @@ class Waiter:
             if self._due_at is not None and now >= self._due_at:
                 return True
             if now >= end:
-                return self._due_now()  # the slow path's check: a missed signal
+                # The slow path's check (a missed signal), which also tells the next
+                # wait, if it follows at once, when something falls due.
+                self._due_at = None
+                if self._due_now():
+                    return True
+                self._timed_out_at = time.monotonic()
+                return False
             until = end if self._due_at is None else min(end, self._due_at)
             if self._watch(wakeup, until) and self._confirmed():
                 return True

@@ -18,7 +18,7 @@ import pytest
 from caravel_lite import Dispatch, migrate, open_database
 from caravel_lite.dialect import dialect_of
 from caravel_lite.worker import waiter as waiter_module
-from caravel_lite.worker.waiter import (ACTIVE_FOR, IDLE_POLL_PROBE, POLL_PROBE,
+from caravel_lite.worker.waiter import (ACTIVE_FOR, DUE_READ_KEPT, IDLE_POLL_PROBE, POLL_PROBE,
                                         DataVersionWaiter, NotifyWaiter, PollWaiter, Waiter,
                                         Wakeup, waiter_for)
 from tests.support import wait_for
@@ -390,6 +390,7 @@ def test_the_poll_probes_at_the_idle_rate_until_work_is_found(queue, monkeypatch
     wakeup = _Sleepless(clock)
 
     def reads_in_a_second(waiter: Waiter) -> int:
+        clock.now += 2 * DUE_READ_KEPT  # a wait of its own (see the next test)
         before = waiter.reads
         assert waiter.wait(wakeup, 1.0) is False
         return waiter.reads - before
@@ -407,3 +408,35 @@ def test_the_poll_probes_at_the_idle_rate_until_work_is_found(queue, monkeypatch
         assert reads_in_a_second(waiter) <= idle_at_most
         waiter.found_work()  # what the worker calls after a claim that leased jobs
         assert reads_in_a_second(waiter) >= fast_at_least
+
+
+def test_a_wait_that_follows_a_timeout_takes_the_next_due_time_from_its_read(queue,
+                                                                            monkeypatch):
+    """An idle worker's waits follow each other at once: the read at one's timeout
+    (nothing due now, a job due later) stands for the next one's read of when that job
+    falls due; a wait begun later reads it again. Under a controlled clock, counting
+    the waiter's table reads (the next-due read and the timeout's read; the probes in
+    between are PollWaiter's own statement)."""
+    clock = _Clock()
+    monkeypatch.setattr(waiter_module, "time", clock)
+    wakeup = _Sleepless(clock)
+    enqueue(queue, 1, delay=60)  # due in a minute on the queue's clock
+    with PollWaiter(queue, QUEUE) as waiter:
+        table_reads = []
+        earliest = waiter._earliest
+        waiter._earliest = lambda after: table_reads.append(after) or earliest(after)
+
+        def reads_of(timeout: float, found: bool = False) -> int:
+            del table_reads[:]
+            assert waiter.wait(wakeup, timeout) is found
+            return len(table_reads)
+
+        assert reads_of(1.0) == 2  # when the next job falls due; the timeout's read
+        assert reads_of(1.0) == 1  # begun at once: only its timeout's read
+        clock.now += 2 * DUE_READ_KEPT
+        assert reads_of(1.0) == 2  # begun later: it reads when the job falls due again
+        started = clock.now
+        # Begun at once, and ended by the due time remembered from that timeout's read
+        # (the probes, on the queue's clock, find nothing due yet), not by its timeout.
+        assert reads_of(120.0, found=True) == 0
+        assert clock.now - started < 120.0
