@@ -10,7 +10,7 @@ measures) and sleep (the same at ``--concurrency`` over jobs sleeping 50 ms), pr
 with :mod:`bench.sampler` on every thread, since the worker has threads of its own;
 idle (a default worker on an empty queue for ``--seconds``): CPU time and voluntary
 context switches of each of its threads, from /proc (a sampler cannot see wake-ups
-this short).
+this short), and how many table reads its waiter made.
 """
 from __future__ import annotations
 
@@ -97,17 +97,25 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _threads() -> dict:
-    """tid -> (CPU ticks, voluntary context switches) of this process's threads."""
+    """tid -> (CPU seconds, voluntary context switches) of this process's threads: CPU
+    from schedstat (nanoseconds) where the kernel has it, else utime + stime (ticks of
+    10 ms, too coarse for a thread that wakes once a second)."""
     found = {}
+    tick = os.sysconf("SC_CLK_TCK")
     for tid in os.listdir("/proc/self/task"):
         try:
-            with open(f"/proc/self/task/{tid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
             with open(f"/proc/self/task/{tid}/status") as status:
                 switches = int(status.read().split("voluntary_ctxt_switches:")[1].split()[0])
+            try:
+                with open(f"/proc/self/task/{tid}/schedstat") as schedstat:
+                    cpu = int(schedstat.read().split()[0]) / 1e9
+            except (OSError, IndexError, ValueError):
+                with open(f"/proc/self/task/{tid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                cpu = (int(fields[11]) + int(fields[12])) / tick
         except (OSError, IndexError):
             continue
-        found[int(tid)] = (int(fields[11]) + int(fields[12]), switches)
+        found[int(tid)] = (cpu, switches)
     return found
 
 
@@ -116,25 +124,40 @@ def _idle(args: argparse.Namespace) -> int:
 
     from bench.peers.base import QUEUE
     from caravel_lite.worker import QueueWorker
+    from caravel_lite.worker import waiter as waiting
 
+    made = []
+    real_waiter_for = waiting.waiter_for
+
+    def waiter_for(queue, names):  # keeps the worker's waiter, to read its count
+        made.append(real_waiter_for(queue, names))
+        return made[-1]
+
+    waiting.waiter_for = waiter_for
     with _installed(args) as peer:
         stop = threading.Event()
         loop = threading.Thread(target=QueueWorker(peer.queue).run, args=(QUEUE,),
                                 kwargs={"stop": stop}, name="worker-loop")
         loop.start()
         time.sleep(2.0)  # settled in its idle wait
+        reads = made[0].reads if made else 0
         before = _threads()
         time.sleep(args.seconds)
         after = _threads()
+        reads = (made[0].reads if made else 0) - reads
         names = {t.native_id: t.name for t in threading.enumerate()}
-        tick = os.sysconf("SC_CLK_TCK")
         print(f"idle default worker, {args.database}, {args.seconds:g} s:")
-        for tid, (ticks, switches) in sorted(after.items()):
+        total = 0.0
+        for tid, (seconds, switches) in sorted(after.items()):
             if tid in before:
-                cpu = (ticks - before[tid][0]) / tick
-                print(f"  {names.get(tid, str(tid)):24s} CPU {cpu * 1000:6.0f} ms "
-                      f"({100 * cpu / args.seconds:.2f}% of a core), "
+                cpu = seconds - before[tid][0]
+                total += cpu
+                print(f"  {names.get(tid, str(tid)):24s} CPU {cpu * 1000:6.1f} ms "
+                      f"({100 * cpu / args.seconds:.3f}% of a core), "
                       f"{switches - before[tid][1]} voluntary switches")
+        print(f"  all threads              CPU {total * 1000:6.1f} ms "
+              f"({100 * total / args.seconds:.3f}% of a core); the waiter's table "
+              f"reads: {reads} ({reads / args.seconds:.1f}/s)")
         stop.set()
         loop.join()
     return 0
