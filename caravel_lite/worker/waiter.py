@@ -328,19 +328,26 @@ class Waiter:
 def _due_now_sql(p: str, queue_count: int) -> str:
     """Whether any job of the queues is claimable at a given instant, as cheaply as it
     can be asked (two EXISTS, two parameters per queue): the poll probe's statement.
+    The pending one names every priority, so that it is a short range of the claim
+    index (queue, state, priority, available_at) per queue and priority, whose first
+    entry answers; with only (queue, state) to go on, the databases read every pending
+    row of the queue, so each probe of a queue holding many delayed jobs read them all.
     Params: the names, now_ms, the names again, now_ms."""
     t = JOBS_TABLE
     names = ", ".join([p] * queue_count)
+    priorities = ", ".join(str(int(priority)) for priority in Priority)
     return (f"SELECT EXISTS (SELECT 1 FROM {t} WHERE queue IN ({names}) "
-            f"AND state = '{_PENDING}' AND available_at <= {p} AND attempts < max_attempts), "
+            f"AND state = '{_PENDING}' AND priority IN ({priorities}) "
+            f"AND available_at <= {p} AND attempts < max_attempts), "
             f"EXISTS (SELECT 1 FROM {t} WHERE queue IN ({names}) AND state = '{_LEASED}' "
             f"AND lease_expires_at <= {p})")
 
 
 class PollWaiter(Waiter):
     """No change signal: every :data:`POLL_PROBE` seconds (:data:`IDLE_POLL_PROBE` when
-    idle), one cheap read of whether anything of its queues is due now (a job that falls due is found within that long
-    of its due time, so later due times need not be remembered between probes)."""
+    idle), one cheap read of whether anything of its queues is due now (a job that
+    falls due is found within that long of its due time, so later due times need not
+    be remembered between probes)."""
 
     def __init__(self, queue: Any, queue_names: Union[str, Sequence[str]]) -> None:
         super().__init__(queue, queue_names)

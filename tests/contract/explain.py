@@ -33,7 +33,9 @@ def _sqlite(db: peewee.Database, sql: str, params: Sequence) -> Plan:
         if " USING " in detail and "INDEX " in detail:
             indexes.append(detail.split("INDEX ", 1)[1].split(" ", 1)[0])
     return Plan(indexes[-1] if indexes else None,
-                any(d.startswith("SCAN ") and "INDEX" not in d for d in details),
+                # (SCAN CONSTANT ROW: the one row of a SELECT without FROM, no table)
+                any(d.startswith("SCAN ") and "INDEX" not in d and d != "SCAN CONSTANT ROW"
+                    for d in details),
                 any("TEMP B-TREE" in d for d in details),
                 "\n".join(details), tuple(indexes),
                 any("(ANY(" in d for d in details))

@@ -1,12 +1,14 @@
 """Claim cost does not grow with history (SPEC §2): the claim's candidate query is
 driven by the (queue, state, priority, available_at, ...) index, so completed rows are
-never read."""
+never read; so is the poll waiter's read of whether a pending job is due, so the
+queue's delayed jobs are not read either."""
 from __future__ import annotations
 
 import uuid
 
 from caravel_lite.queue import CANDIDATES
 from caravel_lite.statements import INSERT_COLUMNS, Statements
+from caravel_lite.worker.waiter import PollWaiter
 from tests.contract.explain import ANALYZE, PLANS
 from tests.contract.jobs import QUEUE, Ping, dispatch, make_queue
 
@@ -58,3 +60,36 @@ def test_claim_candidates_use_the_claim_index(db, backend):
     # and the claim still takes the pending jobs, in order, past all that history
     claimed = [queue.claim(QUEUE) for _ in range(6)]
     assert [lease is not None for lease in claimed] == [True] * 5 + [False]
+
+
+
+def _load_delayed(db, now_ms: int) -> None:
+    """In bulk: a queue holding only delayed jobs, due a minute and more from now."""
+    values = ", ".join(["(" + ", ".join([db.param] * len(INSERT_COLUMNS)) + ")"] * BATCH)
+    sql = f"INSERT INTO caravel_jobs ({', '.join(INSERT_COLUMNS)}) VALUES {values}"
+    with db.atomic():
+        for start in range(0, HISTORY, BATCH):
+            params = []
+            for i in range(start, start + BATCH):
+                params += [str(uuid.uuid4()), QUEUE, "tenant-a", None, None,
+                           "contract.ping.v1", '{"n":1}', i % 4, now_ms + 60_000 + i, 3,
+                           "pending", now_ms, 1, 0, 0, now_ms]
+            db.execute_sql(sql, params)
+
+
+def test_the_poll_reads_due_pending_jobs_through_the_claim_index(db, backend):
+    """The poll probe's pending EXISTS ranges over (queue, state, priority,
+    available_at), bounded by the due time, not over (queue, state) only (the lease or
+    the listing index), which reads every delayed job of the queue on each probe."""
+    queue = make_queue(db)
+    now_ms = queue._now_ms()
+    _load_delayed(db, now_ms)
+    db.execute_sql(ANALYZE[backend])
+    waiter = PollWaiter(queue, QUEUE)
+    pending_exists = waiter.due_now_sql.split(", EXISTS", 1)[0]
+    plan = PLANS[backend](db, pending_exists, (QUEUE, now_ms))
+    assert plan.indexes == (_claim_index(db),), plan.text
+    assert not plan.full_scan, plan.text
+    assert waiter._confirmed() is False  # the delayed jobs are not due
+    queue.enqueue(Ping(1), dispatch())
+    assert waiter._confirmed() is True
