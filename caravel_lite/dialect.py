@@ -462,21 +462,21 @@ def _mysql_session_options() -> Dict[str, Any]:
 
 
 # SQLite's settings on every connection open_database makes. WAL: readers never block
-# the writer. The automatic checkpoint runs inside the commit that fills the log and
-# syncs both files, so with SQLite's default of 1,000 pages a one-job-per-call enqueue
-# loop spent about 30% of its time in checkpoints (python -m bench.checkpoints); every
-# 10,000 pages (about 40 MB of log at 4 KiB pages) it runs a tenth as often.
-SQLITE_PRAGMAS: Dict[str, Any] = {"journal_mode": "wal", "busy_timeout": 5000,
-                                  "wal_autocheckpoint": 10_000}
+# the writer. The automatic checkpoint stays at SQLite's 1,000 pages: every 10,000
+# halved the checkpoints' share of a one-job-per-call enqueue loop with
+# synchronous=NORMAL, but with FULL (SQLite's default) each commit then grew the log
+# file and its sync cost more (1,657 against 2,442 enqueues a second, median of three
+# rounds of 1,500), so the default is left alone.
+SQLITE_PRAGMAS: Dict[str, Any] = {"journal_mode": "wal", "busy_timeout": 5000}
 
 
 def open_database(url: str, **overrides: Any) -> peewee.Database:
     """Open (lazily: nothing connects yet) a Peewee database from a URL as
     ``playhouse.db_url`` reads it, with the session settings caravel_lite expects:
 
-    - ``sqlite:///path``: WAL journal, 5 s busy timeout, an automatic checkpoint every
-      10,000 WAL pages (:data:`SQLITE_PRAGMAS`; ``pragmas=`` adds to or replaces them
-      key by key, and a key given as None is left unset), and statements that still find the database locked repeated within
+    - ``sqlite:///path``: WAL journal and a 5 s busy timeout (:data:`SQLITE_PRAGMAS`;
+      ``pragmas=`` adds to or replaces them key by key, and a key given as None is left
+      unset), and statements that still find the database locked repeated within
       the call's retry budget (see :class:`BusyRetry`); ``sqlite:///:memory:`` is one
       in-memory database shared by the object's threads (:class:`SharedMemory`);
     - ``postgresql://...``: READ COMMITTED (the server default), autocommit;

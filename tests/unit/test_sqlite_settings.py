@@ -11,12 +11,12 @@ def _pragma(db, name):
     return db.execute_sql(f"PRAGMA {name}").fetchone()[0]
 
 
-def test_sqlite_connections_get_wal_a_busy_timeout_and_rare_checkpoints(tmp_path):
+def test_sqlite_connections_get_wal_and_a_busy_timeout(tmp_path):
     db = open_database(f"sqlite:///{tmp_path / 'q.db'}")
     try:
         assert _pragma(db, "journal_mode") == "wal"
         assert _pragma(db, "busy_timeout") == 5000
-        assert _pragma(db, "wal_autocheckpoint") == 10_000
+        assert _pragma(db, "wal_autocheckpoint") == 1000  # SQLite's own default
     finally:
         db.close()
 
