@@ -11,7 +11,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple, TypeVar, cast
 
 import peewee
 
@@ -113,50 +113,47 @@ class BusyRetry(_Database):
     repeats_own_statements = True
 
     def execute_sql(self, sql: str, params: Any = None) -> Any:
-        # The first attempt runs outside the budget machinery: almost every statement
-        # succeeds at once, and this is the path of every enqueue.
-        in_transaction = self.in_transaction()
-        started = time.monotonic()
         run = super(BusyRetry, self).execute_sql
-        try:
-            return run(sql, params)  # type: ignore[no-untyped-call]
-        except DatabaseBusy:
-            raise
-        except peewee.OperationalError as exc:
-            if not _sqlite_transient(exc):
-                raise
-            failed = exc
         return self._busy_retry(lambda: run(sql, params),  # type: ignore[no-untyped-call]
-                                in_transaction, failed, started)
+                                self.in_transaction())
 
     def begin(self, *args: Any, **kwargs: Any) -> None:
         # BEGIN IMMEDIATE that times out has started nothing: safe to repeat.
         self._busy_retry(lambda: super(BusyRetry, self).begin(*args, **kwargs), False)
 
-    def _busy_retry(self, action: Callable[[], T], in_transaction: bool,
-                    failed: Optional[peewee.OperationalError] = None,
-                    started: Optional[float] = None) -> T:
-        """Run ``action`` until it succeeds or the call's budget is spent; ``failed``:
-        the transient error of a first attempt already made at ``started``."""
+    def _busy_retry(self, action: Callable[[], T], in_transaction: bool) -> T:
+        # The first attempt runs outside the budget machinery: almost every statement
+        # succeeds at once, and this is the path of every enqueue. The budget opens
+        # only after a lock conflict, counted from the statement's start.
+        started = time.monotonic()
+        done, value = _attempt(action)
+        if done:
+            return cast(T, value)
         with call_budget(self, started) as budget:
             while True:
-                if failed is None:
-                    try:
-                        return action()
-                    except DatabaseBusy:
-                        raise
-                    except peewee.OperationalError as exc:
-                        if not _sqlite_transient(exc):
-                            raise
-                        failed = exc
                 if in_transaction or not budget.spend():
                     raise DatabaseBusy(_busy_message(
                         in_transaction, budget,
-                        self._pragmas_dict().get("busy_timeout"))) from failed
-                failed = None
+                        self._pragmas_dict().get("busy_timeout"))) from value
+                done, value = _attempt(action)
+                if done:
+                    return cast(T, value)
 
     def _pragmas_dict(self) -> Dict[str, Any]:
         return dict(getattr(self, "_pragmas", None) or ())
+
+
+def _attempt(action: Callable[[], T]) -> Tuple[bool, Any]:
+    """(True, the result), or (False, the error) when ``action`` met a transient lock
+    conflict; any other error (and a DatabaseBusy, already decided) is raised."""
+    try:
+        return True, action()
+    except DatabaseBusy:
+        raise
+    except peewee.OperationalError as exc:
+        if not _sqlite_transient(exc):
+            raise
+        return False, exc
 
 
 def _sqlite_transient(exc: BaseException) -> bool:
