@@ -26,23 +26,28 @@ def _claim_index(db) -> str:
 def _load_history(db, now_ms: int) -> None:
     """In bulk: completed history on this queue and others, and the backlog a busy
     database has besides (pending jobs of other queues, delayed jobs of this one)."""
+    def row(i: int) -> list:
+        queue, state, due = QUEUE, "completed", now_ms - HISTORY + i
+        if i % 4 == 0:
+            queue = f"other-{i % 3}"
+            if i % 8 == 0:
+                state = "pending"  # other queues' backlog
+        elif i % 10 == 1:
+            state, due = "pending", now_ms + 60_000 + i  # delayed, this queue
+        return [str(uuid.uuid4()), queue, "tenant-a", None, None, "contract.ping.v1",
+                '{"n":1}', 2, due, 3, state, now_ms - HISTORY + i, 1, 0, 0, now_ms]
+
+    _insert_rows(db, row)
+
+
+def _insert_rows(db, row) -> None:
+    """HISTORY jobs, row(i) giving job i's INSERT_COLUMNS values, in multi-row INSERTs."""
     values = ", ".join(["(" + ", ".join([db.param] * len(INSERT_COLUMNS)) + ")"] * BATCH)
     sql = f"INSERT INTO caravel_jobs ({', '.join(INSERT_COLUMNS)}) VALUES {values}"
     with db.atomic():
         for start in range(0, HISTORY, BATCH):
-            params = []
-            for i in range(start, start + BATCH):
-                queue, state, due = QUEUE, "completed", now_ms - HISTORY + i
-                if i % 4 == 0:
-                    queue = f"other-{i % 3}"
-                    if i % 8 == 0:
-                        state = "pending"  # other queues' backlog
-                elif i % 10 == 1:
-                    state, due = "pending", now_ms + 60_000 + i  # delayed, this queue
-                params += [str(uuid.uuid4()), queue, "tenant-a", None, None,
-                           "contract.ping.v1", '{"n":1}', 2, due, 3,
-                           state, now_ms - HISTORY + i, 1, 0, 0, now_ms]
-            db.execute_sql(sql, params)
+            db.execute_sql(sql, [value for i in range(start, start + BATCH)
+                                 for value in row(i)])
 
 
 def test_claim_candidates_use_the_claim_index(db, backend):
@@ -62,19 +67,11 @@ def test_claim_candidates_use_the_claim_index(db, backend):
     assert [lease is not None for lease in claimed] == [True] * 5 + [False]
 
 
-
 def _load_delayed(db, now_ms: int) -> None:
     """In bulk: a queue holding only delayed jobs, due a minute and more from now."""
-    values = ", ".join(["(" + ", ".join([db.param] * len(INSERT_COLUMNS)) + ")"] * BATCH)
-    sql = f"INSERT INTO caravel_jobs ({', '.join(INSERT_COLUMNS)}) VALUES {values}"
-    with db.atomic():
-        for start in range(0, HISTORY, BATCH):
-            params = []
-            for i in range(start, start + BATCH):
-                params += [str(uuid.uuid4()), QUEUE, "tenant-a", None, None,
-                           "contract.ping.v1", '{"n":1}', i % 4, now_ms + 60_000 + i, 3,
-                           "pending", now_ms, 1, 0, 0, now_ms]
-            db.execute_sql(sql, params)
+    _insert_rows(db, lambda i: [str(uuid.uuid4()), QUEUE, "tenant-a", None, None,
+                                "contract.ping.v1", '{"n":1}', i % 4, now_ms + 60_000 + i,
+                                3, "pending", now_ms, 1, 0, 0, now_ms])
 
 
 def test_the_poll_reads_due_pending_jobs_through_the_claim_index(db, backend):
