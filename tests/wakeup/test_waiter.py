@@ -19,7 +19,7 @@ from caravel_lite import Dispatch, migrate, open_database
 from caravel_lite.dialect import dialect_of
 from caravel_lite.worker import waiter as waiter_module
 from caravel_lite.worker.waiter import (ACTIVE_FOR, DUE_READ_KEPT, IDLE_POLL_PROBE, POLL_PROBE,
-                                        DataVersionWaiter, NotifyWaiter, PollWaiter, Waiter,
+                                        STARTING_FOR, DataVersionWaiter, NotifyWaiter, PollWaiter, Waiter,
                                         Wakeup, waiter_for)
 from tests.support import wait_for
 from tests.wakeup import procs
@@ -380,11 +380,11 @@ class _Sleepless:
 
 
 def test_the_poll_probes_at_the_idle_rate_until_work_is_found(queue, monkeypatch):
-    """A waiter that never found work reads at IDLE_POLL_PROBE (a new worker's first
-    claim already takes what is waiting); once a wait found a job, or the worker says
-    a claim did (found_work), at POLL_PROBE for ACTIVE_FOR seconds, then idle again.
-    Counted over one wait of a second: the next-due read, the probes, the read at the
-    timeout."""
+    """A new waiter reads at POLL_PROBE for its first STARTING_FOR seconds, then, having
+    found no work, at IDLE_POLL_PROBE (a new worker's first claim already takes what is
+    waiting); once a wait found a job, or the worker says a claim did (found_work), at
+    POLL_PROBE for ACTIVE_FOR seconds, then idle again. Counted over one wait of a
+    second: the next-due read, the probes, the read at the timeout."""
     clock = _Clock()
     monkeypatch.setattr(waiter_module, "time", clock)
     wakeup = _Sleepless(clock)
@@ -398,6 +398,10 @@ def test_the_poll_probes_at_the_idle_rate_until_work_is_found(queue, monkeypatch
     idle_at_most = 2 + round(1 / IDLE_POLL_PROBE)
     fast_at_least = round(1 / POLL_PROBE)
     with PollWaiter(queue, QUEUE) as waiter:
+        before = waiter.reads
+        assert waiter.wait(wakeup, 0.8 * STARTING_FOR) is False
+        assert waiter.reads - before >= round(0.8 * STARTING_FOR / POLL_PROBE)
+        clock.now += STARTING_FOR
         assert reads_in_a_second(waiter) <= idle_at_most
         assert reads_in_a_second(waiter) <= idle_at_most  # waits that find nothing
         enqueue(queue, 1)
