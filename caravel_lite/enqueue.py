@@ -13,7 +13,7 @@ from caravel_lite.envelope import Envelope, prepare_envelope, stored_match
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict, StatementTooLarge
 from caravel_lite.ids import new_id
 from caravel_lite.observability import logger
-from caravel_lite.retry import budgeted, retrying, retrying_statement
+from caravel_lite.retry import budgeted, call_budget, retrying, retrying_statement
 from caravel_lite.schema import JOBS_TABLE
 from caravel_lite.statements import INSERT_COLUMNS
 from caravel_lite.values import Dispatch, EnqueueResult
@@ -76,7 +76,6 @@ class Enqueuing:
 
         def _execute(self, sql: str, params: Sequence[Any]) -> Any: ...
 
-    @budgeted
     def enqueue(self, job: Any, dispatch: Dispatch) -> EnqueueResult:
         """Save ``job`` for later execution and return its id.
 
@@ -89,10 +88,11 @@ class Enqueuing:
         it as :meth:`QueueOutbox.stage` does: a savepoint guards the duplicate race and
         nothing is committed.
         """
+        # No retry-budget scope around the whole call (unlike the queue's other calls):
+        # its one statement opens the budget itself, and only when it meets a lock
+        # conflict; a duplicate key's reads share one opened then (_write_envelope).
         now_us = self._now_us()
         envelope = prepare_envelope(self.registry, self.options, job, dispatch, now_us)
-        # The write runs inside this call's budget: enqueue_envelope would open a
-        # second scope around the same statement.
         return self._write_envelope(envelope, new_id(), now_us)
 
     @budgeted
@@ -122,7 +122,8 @@ class Enqueuing:
                 retrying_statement(self.dialect, self.db,
                                    lambda: self._execute(self._sql.insert, params))
         except peewee.IntegrityError:
-            existing = self._existing(envelope, job_id)
+            with call_budget(self.db):  # the reads' budget, joining a caller's if open
+                existing = self._existing(envelope, job_id)
             if existing is None:
                 raise
             self.telemetry.count("deduplicated", envelope.queue)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 from caravel_lite import codec, validation
 from caravel_lite.clock import ceil_ms, floor_ms, to_micros
@@ -27,9 +26,12 @@ def dedup_digest(queue: str, tenant_id: str, key: Optional[str]) -> Optional[str
     return digest.hexdigest()
 
 
-@dataclass(frozen=True)
-class Envelope:
-    """A validated, encoded job ready to be written (to the queue or the outbox)."""
+class Envelope(NamedTuple):
+    """A validated, encoded job ready to be written (to the queue or the outbox).
+
+    An immutable value like the library's frozen dataclasses, but a named tuple: one is
+    built on every enqueue, and a frozen dataclass's constructor (a guarded setattr per
+    field) cost about a microsecond more, a few per cent of a whole SQLite enqueue."""
 
     wire_name: str
     payload: str

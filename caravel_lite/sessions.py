@@ -113,31 +113,45 @@ class BusyRetry(_Database):
     repeats_own_statements = True
 
     def execute_sql(self, sql: str, params: Any = None) -> Any:
+        # The first attempt is a plain call, outside the budget machinery (no closure,
+        # no budget): almost every statement succeeds at once, and this is the path of
+        # every enqueue. The budget opens only after a lock conflict, counted from the
+        # statement's start.
+        started = time.monotonic()
+        try:
+            return super(BusyRetry, self).execute_sql(sql, params)  # type: ignore[no-untyped-call]
+        except DatabaseBusy:
+            raise
+        except peewee.OperationalError as exc:
+            if not _sqlite_transient(exc):
+                raise
+            failure = exc
         run = super(BusyRetry, self).execute_sql
-        return self._busy_retry(lambda: run(sql, params),  # type: ignore[no-untyped-call]
-                                self.in_transaction())
+        return self._repeat(lambda: run(sql, params),  # type: ignore[no-untyped-call]
+                            self.in_transaction(), started, failure)
 
     def begin(self, *args: Any, **kwargs: Any) -> None:
         # BEGIN IMMEDIATE that times out has started nothing: safe to repeat.
-        self._busy_retry(lambda: super(BusyRetry, self).begin(*args, **kwargs), False)
-
-    def _busy_retry(self, action: Callable[[], T], in_transaction: bool) -> T:
-        # The first attempt runs outside the budget machinery: almost every statement
-        # succeeds at once, and this is the path of every enqueue. The budget opens
-        # only after a lock conflict, counted from the statement's start.
+        action = lambda: super(BusyRetry, self).begin(*args, **kwargs)  # noqa: E731
         started = time.monotonic()
         done, value = _attempt(action)
-        if done:
-            return cast(T, value)
+        if not done:
+            self._repeat(action, False, started, value)
+
+    def _repeat(self, action: Callable[[], T], in_transaction: bool, started: float,
+                failure: BaseException) -> T:
+        """Repeat ``action`` after its first attempt failed with ``failure``, a lock
+        conflict, within the call's budget."""
         with call_budget(self, started) as budget:
             while True:
                 if in_transaction or not budget.spend():
                     raise DatabaseBusy(_busy_message(
                         in_transaction, budget,
-                        self._pragmas_dict().get("busy_timeout"))) from value
+                        self._pragmas_dict().get("busy_timeout"))) from failure
                 done, value = _attempt(action)
                 if done:
                     return cast(T, value)
+                failure = value
 
     def _pragmas_dict(self) -> Dict[str, Any]:
         return dict(getattr(self, "_pragmas", None) or ())

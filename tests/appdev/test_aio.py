@@ -125,8 +125,13 @@ def test_the_ticker_does_see_enqueues_that_block_the_loop(db):
     queue = make_queue(db, Recorder(), ManualClock())
 
     async def requests() -> None:
-        for i in range(REQUESTS):
+        # Blocking enqueues for three ticks' worth of time at least: a fixed count can
+        # finish within one tick on a fast machine, and then there is nothing to catch.
+        started = time.perf_counter()
+        i = 0
+        while i < REQUESTS or time.perf_counter() - started < 3 * MAX_GAP:
             queue.enqueue(SendEmail(f"user{i}@example.com"), Dispatch(QUEUE, TENANT))
+            i += 1
 
     gaps, _ = _measure(requests)
     assert max(gaps) > MAX_GAP
