@@ -10,7 +10,9 @@ measures) and sleep (the same at ``--concurrency`` over jobs sleeping 50 ms), pr
 with :mod:`bench.sampler` on every thread, since the worker has threads of its own;
 idle (a default worker on an empty queue for ``--seconds``): CPU time and voluntary
 context switches of each of its threads, from /proc (a sampler cannot see wake-ups
-this short), and how many table reads its waiter made.
+this short), and how many table reads its waiter made; wal (SQLite only): how many
+pages each enqueue writes to the write-ahead log, caravel_lite beside huey's
+SqliteHuey, which is what a commit costs at synchronous=FULL.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from bench import targets
 from bench.peers.caravel import CaravelPeer
 from bench.peers.caravel_worker import CaravelPrefetchPeer
 
-PATHS = ("enqueue", "claim", "drain", "default", "sleep", "idle")
+PATHS = ("enqueue", "claim", "drain", "default", "sleep", "idle", "wal")
 
 
 def main() -> int:
@@ -39,6 +41,8 @@ def main() -> int:
         return _worker(args)
     if args.path == "idle":
         return _idle(args)
+    if args.path == "wal":
+        return _wal(args)
     from pyinstrument import Profiler
 
     kind = CaravelPrefetchPeer if args.path == "drain" else CaravelPeer
@@ -160,6 +164,32 @@ def _idle(args: argparse.Namespace) -> int:
               f"reads: {reads} ({reads / args.seconds:.1f}/s)")
         stop.set()
         loop.join()
+    return 0
+
+
+def _wal(args: argparse.Namespace) -> int:
+    from bench.peers.huey_sqlite import SqliteHueyPeer
+
+    if targets.TARGETS[args.database].kind != "sqlite":
+        raise SystemExit("--path wal: an SQLite database (sqlite-normal, sqlite-full)")
+    connections = {CaravelPeer: lambda peer: peer.db.connection(),
+                   SqliteHueyPeer: lambda peer: peer.huey.storage.conn}
+    print(f"WAL pages written per enqueue, one job per call, {args.jobs} jobs, "
+          f"{args.database}:")
+    for kind, connection in connections.items():
+        with _installed(args, kind) as peer:
+            peer.enqueue_one(0)  # the first write opens the connection, made here
+            conn = connection(peer)
+            # No checkpoint during the count, so the log holds every page written.
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            started = time.perf_counter()
+            for i in range(args.jobs):
+                peer.enqueue_one(i)
+            elapsed = time.perf_counter() - started
+            _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            print(f"  {peer.name:20s} {frames / args.jobs:.2f} pages per enqueue "
+                  f"({args.jobs / elapsed:,.0f} enqueues/s without checkpoints)")
     return 0
 
 
