@@ -28,8 +28,9 @@ from urllib.parse import unquote, urlsplit
 import peewee
 
 from caravel_lite.dialect import open_database
-from caravel_lite.errors import SchemaNotReady
+from caravel_lite.errors import InvalidField, SchemaNotReady
 from caravel_lite.migrator import check_schema
+from caravel_lite.outage import MAX_OUTAGE, check_max_outage
 from caravel_lite.options import QueueOptions
 from caravel_lite.queue import DatabaseQueue
 from caravel_lite.registry import JobRegistry
@@ -232,11 +233,16 @@ def add_max_outage_argument(parser: argparse.ArgumentParser,
 
 def max_outage_of(args: argparse.Namespace) -> Optional[float]:
     """``--max-outage`` as the running loop takes it: None for 0 (the first failure ends
-    the command); a negative number is a :class:`UsageError`."""
+    the command), else seconds; what the loops refuse (a negative number, more than a
+    week, nan) is a :class:`UsageError` before anything runs."""
     max_outage: float = args.max_outage
-    if max_outage < 0:
-        raise UsageError(f"--max-outage must be 0 or more seconds, got {max_outage:g}")
-    return max_outage or None
+    if max_outage == 0:
+        return None
+    try:
+        return check_max_outage(max_outage)
+    except InvalidField:
+        raise UsageError(f"--max-outage must be 0 or more seconds, at most a week "
+                         f"({MAX_OUTAGE:g}), got {max_outage:g}") from None
 
 
 def outage_fault(queue: DatabaseQueue, exc: BaseException, max_outage: Optional[float],

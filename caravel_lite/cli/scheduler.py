@@ -24,7 +24,6 @@ from typing import List, Optional, Sequence
 import peewee
 
 from caravel_lite.cli import common
-from caravel_lite.errors import InvalidField
 from caravel_lite.migrator import check_schema
 from caravel_lite.outage import check_max_outage
 from caravel_lite.scheduler import QueueScheduler
@@ -39,9 +38,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
                           "e.g. myapp.schedules:scheduler")
     cmd.add_argument("--once", action="store_true",
                      help="enqueue what is due now, print {\"enqueued\": N} and exit")
-    cmd.add_argument("--max-outage", type=float, default=60.0, metavar="S",
-                     help="ride out a database outage for up to S seconds, then exit 1; "
-                          "0: exit at the first failure (default 60)")
+    common.add_max_outage_argument(cmd)
     common.add_log_level_argument(cmd)
     cmd.set_defaults(run=run)
 
@@ -60,17 +57,6 @@ def load_scheduler(args: argparse.Namespace, spec: str) -> QueueScheduler:
     return target
 
 
-def _max_outage(args: argparse.Namespace) -> Optional[float]:
-    """As the worker reads it: 0 means no riding out (the first failure ends the
-    command), more is a budget in seconds."""
-    if args.max_outage == 0:
-        return None
-    try:
-        return check_max_outage(args.max_outage)
-    except InvalidField as exc:
-        raise common.UsageError(f"--max-outage: {common.one_line(exc)}") from None
-
-
 def _fault(scheduler: QueueScheduler, exc: BaseException,
            max_outage: Optional[float]) -> common.CommandFailed:
     return common.outage_fault(scheduler.queue, exc, max_outage, "scheduler")
@@ -79,7 +65,7 @@ def _fault(scheduler: QueueScheduler, exc: BaseException,
 def run(args: argparse.Namespace) -> int:
     from caravel_lite.worker import handle_signals
 
-    max_outage = _max_outage(args)
+    max_outage = common.max_outage_of(args)
     scheduler = load_scheduler(args, args.target)
     try:
         common.configure_logging(args.log_level)

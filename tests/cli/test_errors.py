@@ -186,3 +186,17 @@ def test_a_sqlite_file_that_cannot_be_opened_ends_the_command_at_once(tmp_path, 
                            "unable to open database file"), done.stderr
     assert elapsed < 30, f"waited {elapsed:.0f} s as for an outage"
     assert not (tmp_path / "no-such-directory").exists()
+
+
+@pytest.mark.parametrize("value", ["-1", "1e9", "nan"])
+def test_every_long_running_command_refuses_the_same_max_outage_values(value):
+    """The worker, the relay and the scheduler read --max-outage alike: a value their
+    loops would refuse (negative, over a week, nan) is an exit 2 naming the flag,
+    before any database is opened."""
+    never = "sqlite:///never-opened.db"
+    for command in (arguments("worker", never)[:-2], arguments("relay", never)[:-2],
+                    ["scheduler", "tests.scheduler.jobs:build_scheduler"]):
+        done = procs.run(*command, "--max-outage", value)
+        assert done.returncode == 2, (command[0], done.stderr)
+        line = procs.one_line(done.stderr)
+        assert line.startswith(f"caravel-lite {command[0]}: --max-outage must be "), line

@@ -110,7 +110,7 @@ def test_bad_targets_and_arguments_exit_2():
     for bad in ("-1", "1e9"):
         result = procs.run("scheduler", TARGET, "--max-outage", bad)
         assert result.returncode == 2, result.stderr
-        assert "max_outage" in procs.one_line(result.stderr)
+        assert "--max-outage" in procs.one_line(result.stderr)
 
 
 def test_the_password_of_the_schedulers_database_is_masked():
