@@ -95,7 +95,7 @@ class Claimer:
         ident = uuid.UUID(job_id)
         return QueueLease(ident, attempt, from_ms(expires_ms),
                           JobContext(ident, queue_name, tenant_id, attempt), wire_name,
-                          payload, token, now_us, max_attempts)
+                          payload, token, now_us, max_attempts, str(job_id))
 
     def _claim_returning(self, queue_name: str, limit: int, now_us: int, now_ms: int,
                          expires_ms: int) -> ClaimBatch:

@@ -150,7 +150,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
             return None
         target_ms = ceil_ms(target_us)
         now_ms = floor_ms(now_us)
-        matched = self._fenced(self._sql.renew, (target_ms, now_ms, str(lease.job_id),
+        matched = self._fenced(self._sql.renew, (target_ms, now_ms, lease._id_text(),
                                                  lease._token, now_ms, target_ms))
         if matched != 1:
             return None
@@ -165,7 +165,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         return done
 
     def _complete_raw(self, lease: QueueLease, now_ms: int) -> bool:
-        return self._fenced(self._sql.complete, (now_ms, now_ms, str(lease.job_id),
+        return self._fenced(self._sql.complete, (now_ms, now_ms, lease._id_text(),
                                                  lease._token, now_ms)) == 1
 
     @budgeted
@@ -184,7 +184,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         repeats: List[int] = []
         seen: Set[str] = set()
         for index, lease in enumerate(leases):
-            ident = str(lease.job_id)
+            ident = lease._id_text()
             # Two leases of one job cannot share a statement (one CASE arm per id);
             # at most one of them is owned, so a repeat is settled on its own, after.
             (repeats if ident in seen else pending).append(index)
@@ -194,7 +194,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
             group = [leases[i] for i in chunk]
             done = self._complete_group(group, now_ms)
             for index, lease in zip(chunk, group):
-                if str(lease.job_id) in done:
+                if lease._id_text() in done:
                     results[index] = True
                     self.telemetry.count("completed", lease.context.queue)
         for index in repeats:
@@ -204,11 +204,11 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
     def _complete_group(self, group: List[QueueLease], now_ms: int) -> Set[str]:
         if len(group) == 1:
             lease = group[0]
-            return {str(lease.job_id)} if self._complete_raw(lease, now_ms) else set()
-        ids = [str(lease.job_id) for lease in group]
+            return {lease._id_text()} if self._complete_raw(lease, now_ms) else set()
+        ids = [lease._id_text() for lease in group]
         params: List[Any] = [now_ms, now_ms, *ids, now_ms]
         for lease in group:
-            params += (str(lease.job_id), lease._token)
+            params += (lease._id_text(), lease._token)
         if self.dialect.update_returning:
             sql = self._batch.complete_many_returning(len(group))
             rows = retrying(self.dialect, self.db,
@@ -230,7 +230,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
 
         if retrying(self.dialect, self.db, all_or_nothing):
             return set(ids)
-        return {str(lease.job_id) for lease in group if self._complete_raw(lease, now_ms)}
+        return {lease._id_text() for lease in group if self._complete_raw(lease, now_ms)}
 
     @budgeted
     def fail(self, lease: QueueLease, failure: Failure, *,
@@ -249,7 +249,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         now_us = self._now_us()
         now_ms = floor_ms(now_us)
         queue = lease.context.queue
-        ident = (str(lease.job_id), lease._token, now_ms)
+        ident = (lease._id_text(), lease._token, now_ms)
         params: Tuple[Any, ...]
         # DISCARDED means no retry can help: dead-lettered whatever attempts are left.
         if lease.attempt >= lease._max_attempts or failure is Failure.DISCARDED:
@@ -276,7 +276,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
             raise InvalidField("lease", f"must be a QueueLease, got {lease!r}")
         now_ms = floor_ms(self._now_us())
         released = self._fenced(self._sql.release,
-                                (now_ms, str(lease.job_id), lease._token, now_ms)) == 1
+                                (now_ms, lease._id_text(), lease._token, now_ms)) == 1
         if released:
             self.telemetry.count("released", lease.context.queue)
         return released
@@ -294,7 +294,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         now_us = self._now_us()
         now_ms = floor_ms(now_us)
         due_ms = ceil_ms(now_us + duration_micros(delay))
-        snoozed = self._fenced(self._sql.snooze, (due_ms, now_ms, str(lease.job_id),
+        snoozed = self._fenced(self._sql.snooze, (due_ms, now_ms, lease._id_text(),
                                                   lease._token, now_ms)) == 1
         if snoozed:
             self.telemetry.count("snoozed", lease.context.queue)

@@ -99,6 +99,12 @@ class QueueLease:
     _token: str = field(repr=False, default="")
     _claimed_at_us: int = field(repr=False, default=0)
     _max_attempts: int = field(repr=False, default=1)
+    # The id as the database stores it (the claim read it so); every acknowledgement
+    # names the row by it, several times per job in a batch.
+    _key: str = field(repr=False, compare=False, default="")
+
+    def _id_text(self) -> str:
+        return self._key or str(self.job_id)
 
 
 @dataclass(frozen=True)

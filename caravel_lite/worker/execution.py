@@ -59,11 +59,14 @@ class Settlement:
 class Execution:
     """A claimed job of a known wire name whose payload decoded."""
 
-    def __init__(self, lease: QueueLease, handler: Callable[..., Any], job: Any) -> None:
+    def __init__(self, lease: QueueLease, handler: Callable[..., Any], job: Any,
+                 is_async: Optional[bool] = None) -> None:
         self.lease = lease
         self.handler = handler
         self.job = job
-        self.is_async = inspect.iscoroutinefunction(handler)
+        # The registry decided it once per job type (prepare passes it).
+        self.is_async = (inspect.iscoroutinefunction(handler) if is_async is None
+                         else is_async)
         self.control = JobControl(lease)
         self.settlement: Optional[Settlement] = None
         self.started_at: Optional[float] = None  # monotonic, when handed to a thread
@@ -91,11 +94,11 @@ def prepare(lease: QueueLease, queue: Any) -> "Execution | Settlement":
         logger.warning("job %s on queue %s: payload does not decode to %s",
                        lease.job_id, lease.context.queue, definition.job_type.__name__)
         return Settlement(Outcome.FAILED, Failure.INVALID_PAYLOAD, exc)
-    return Execution(lease, definition.handler, job)
+    return Execution(lease, definition.handler, job, definition.is_async)
 
 
 def span_attributes(lease: QueueLease) -> Dict[str, Any]:
-    return {"queue": lease.context.queue, "job_id": str(lease.job_id),
+    return {"queue": lease.context.queue, "job_id": lease._id_text(),
             "wire_name": lease.wire_name}
 
 
@@ -135,7 +138,7 @@ class Runner:
                     try:
                         with self._enter_scope(execution):
                             result = execution.handler(execution.job, control.ctx)
-                            if inspect.isawaitable(result):
+                            if result is not None and inspect.isawaitable(result):
                                 self.executor.run_coroutine(
                                     result, lambda task: control.attach(self.executor.loop, task))
                     except Exception as exc:  # the application's failure, not the worker's

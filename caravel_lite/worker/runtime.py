@@ -185,11 +185,16 @@ class QueueWorker:
         self._waiting: Deque[QueueLease] = deque()
         self._waiting_lock = threading.Lock()
         self._stale_margin = queue.options.lease_duration / 2
-        self._running: Dict[int, Execution] = {}   # the loop thread's bookkeeping
+        # Started and not yet settled: added by the loop thread, or by a pool thread
+        # going on with the next waiting job (_pull, under _waiting_lock); removed by
+        # the loop thread only. So it may hold one finished job per slot beyond the
+        # concurrency until the loop settles them.
+        self._running: Dict[int, Execution] = {}
         self._done: Deque[Execution] = deque()     # appended by handler threads
         self._wakeup: Optional[Wakeup] = None
         self._plan = ClaimPlan(self.concurrency, self.prefetch, MAX_BATCH)
         self._stopping = False
+        self._lingering = False  # the loop waits ACK_LINGER with every slot busy
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -260,7 +265,7 @@ class QueueWorker:
                 if stop.is_set():
                     return
                 self._start_waiting(stop)
-                free = self.concurrency - len(self._running)
+                free = max(0, self.concurrency - len(self._running))
                 want = self._plan.want(free, len(self._waiting))
                 if want and not empty:
                     self._acks.flush()
@@ -286,10 +291,19 @@ class QueueWorker:
                         timeout = self._pruning.wait_limit(timeout)
                     if waiter.wait(wakeup, timeout):
                         empty = False
-                elif self._acks.waiting:
+                elif self._acks.waiting or self._done:
                     # Every slot busy: completions of fast jobs gather into one write;
-                    # a slow job's completion is written at most ACK_LINGER later.
-                    if not wakeup.wait(ACK_LINGER):
+                    # a job's completion is written at most ACK_LINGER after it
+                    # finished. Meanwhile a pool thread that finishes a job and goes on
+                    # with the next does not wake this thread (_finished), so a run of
+                    # short jobs costs the loop one wake-up per linger, not one per job.
+                    self._lingering = True
+                    try:
+                        woken = wakeup.wait(ACK_LINGER)
+                    finally:
+                        self._lingering = False
+                    if not woken:
+                        self._settle_done(batch=True)
                         self._acks.flush()
                         if policy is not None:
                             policy.succeeded()
@@ -338,7 +352,46 @@ class QueueWorker:
             if execution.is_async:
                 self._executor.spawn(functools.partial(self._runner.run_async, execution))
             else:
-                self._executor.submit(functools.partial(self._runner.run, execution))
+                self._executor.submit(functools.partial(self._run_slot, execution, stop))
+
+    def _run_slot(self, execution: Execution, stop: threading.Event) -> None:
+        """A pool thread's turn: run ``execution``, then the waiting jobs that can start
+        at once (:meth:`_pull`), one after the other, without going back to the loop
+        thread for each. Two thread hand-offs per job (the loop starting it, then
+        hearing it finished) were most of what a short job cost the worker, and the
+        handler thread sat idle through both."""
+        current: Optional[Execution] = execution
+        while current is not None:
+            self._runner.run(current)
+            current = self._pull(stop)
+        self._wake()  # the slot is free: the loop starts or claims what comes next
+
+    def _pull(self, stop: threading.Event) -> Optional[Execution]:
+        """The next waiting job, started here by the pool thread whose job just
+        finished (its slot), when starting it needs nothing of the loop: the worker is
+        not stopping, the lease has its margin left, the payload decodes and the
+        handler is sync. Anything else stays waiting, and the loop starts or settles it
+        as it always does. Registered in the running jobs under the waiting jobs' lock,
+        so a shutdown either finds it there (and cancels it) or finds it waiting (and
+        hands it back)."""
+        with self._waiting_lock:
+            if self._stopping or stop.is_set() or not self._waiting:
+                return None
+            lease = self._waiting[0]
+            if lease.expires_at - self.queue.clock() < self._stale_margin:
+                return None
+            prepared = prepare(lease, self.queue)
+            if not isinstance(prepared, Execution) or prepared.is_async:
+                return None
+            self._waiting.popleft()
+            self._running[id(prepared)] = prepared
+            prepared.started_at = time.monotonic()
+            # Running low: the loop claims ahead (ClaimPlan.want) while this runs.
+            low = len(self._waiting) <= self._plan.extra() // 2
+        self._supervisor.watch(prepared.control, stop)
+        if low:
+            self._wake()
+        return prepared
 
     def _finished(self, execution: Execution) -> None:
         """Called where a handler ran, once its outcome is decided."""
@@ -346,6 +399,12 @@ class QueueWorker:
         if started is not None:
             self._plan.record(time.monotonic() - started)
         self._done.append(execution)
+        if execution.is_async or not self._lingering:
+            self._wake()
+        # else the loop comes back within ACK_LINGER on its own; a sync job's pool
+        # thread wakes it if its slot then goes idle, or the waiting jobs run low
+
+    def _wake(self) -> None:
         wakeup = self._wakeup
         if wakeup is not None:
             wakeup.set()
@@ -360,7 +419,8 @@ class QueueWorker:
     # -- stopping --------------------------------------------------------------------------
 
     def _shutdown(self, wakeup: Wakeup) -> None:
-        self._stopping = True
+        with self._waiting_lock:  # no pool thread starts a waiting job after this
+            self._stopping = True
         self._release_waiting()
         for execution in list(self._running.values()):
             execution.control.cancel(CANCELLED)
@@ -382,7 +442,8 @@ class QueueWorker:
     def _abort(self, exc: BaseException, wakeup: Wakeup) -> None:
         """The run is failing: stop the handlers, keep what can be kept, never hide the
         original error. A KeyboardInterrupt (second SIGINT) does not wait for them."""
-        self._stopping = True
+        with self._waiting_lock:  # as in _shutdown: no pool thread starts another job
+            self._stopping = True
         for execution in list(self._running.values()):
             execution.control.cancel(CANCELLED)
         if not isinstance(exc, (KeyboardInterrupt, SystemExit)):

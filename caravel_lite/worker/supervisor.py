@@ -52,7 +52,8 @@ class JobControl:
         self.lease = lease
         self.reason: Optional[str] = None
         self.error: Optional[BaseException] = None
-        self.done = threading.Event()
+        # Set once the handler returned (a flag: nothing ever waits on it).
+        self.done = False
         # Held by the supervisor while it acts for this job: taken after the handler so
         # that a renewal in flight has landed before the outcome is read.
         self.busy = threading.Lock()
@@ -138,7 +139,7 @@ class Supervisor:
     def release(self, control: JobControl) -> None:
         """The handler returned: stop supervising ``control`` once any renewal in
         flight has landed (so ``control.lease`` and ``control.reason`` are final)."""
-        control.done.set()
+        control.done = True
         with control.busy:
             pass
         with self._lock:
@@ -169,7 +170,7 @@ class Supervisor:
             while True:
                 with self._lock:
                     controls: List[JobControl] = [c for c in self._controls.values()
-                                                  if not c.done.is_set()]
+                                                  if not c.done]
                     stop = self._stop
                     # Closing ends the thread even with jobs left: those a shutdown
                     # timeout abandoned are no longer supervised (their leases run out).
@@ -231,7 +232,7 @@ class Supervisor:
     def _tend(self, control: JobControl, stop: Optional[threading.Event]) -> float:
         """One look at a job; returns how long to sleep before the next."""
         with control.busy:
-            if control.finished or control.done.is_set():
+            if control.finished or control.done:
                 return SUPERVISOR_TICK
             if stop is not None and stop.is_set():
                 control.finished = True
