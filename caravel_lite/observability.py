@@ -8,7 +8,7 @@ import importlib
 import logging
 import math
 import time
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, ContextManager, Dict, Iterator, Optional
 
 logger = logging.getLogger("caravel_lite")
 
@@ -61,8 +61,7 @@ class Telemetry:
             tags["failure"] = failure
         counter.add(amount, tags)
 
-    @contextlib.contextmanager
-    def span(self, name: str, attributes: Dict[str, Any]) -> Iterator["SpanHandle"]:
+    def span(self, name: str, attributes: Dict[str, Any]) -> ContextManager["SpanHandle"]:
         """A span around one unit of work, yielding a :class:`SpanHandle`.
 
         An exception escaping the span is not recorded on it: the SDK would store the
@@ -70,9 +69,14 @@ class Telemetry:
         """
         if self._tracer is None or (self._global_tracer and not _tracing_configured()):
             # No tracing installed: skip the span machinery altogether (it cost about a
-            # third of a fast worker's throughput while recording nothing).
-            yield SpanHandle(None)
-            return
+            # third of a fast worker's throughput while recording nothing), down to the
+            # generator a context manager function would build for every job.
+            return _NO_SPAN
+        return self._recorded(name, attributes)
+
+    @contextlib.contextmanager
+    def _recorded(self, name: str, attributes: Dict[str, Any]) -> Iterator["SpanHandle"]:
+        assert self._tracer is not None
         with self._tracer.start_as_current_span(name, attributes=attributes,
                                                 record_exception=False,
                                                 set_status_on_exception=False) as span:
@@ -93,6 +97,21 @@ class SpanHandle:
         """Mark the span failed, with no description (a description would be text)."""
         if self._span is not None and _otel_trace is not None:
             self._span.set_status(_otel_trace.Status(_otel_trace.StatusCode.ERROR))
+
+
+class _NoSpan:
+    """The span of work done while nothing traces: one shared object, nothing recorded."""
+
+    _handle = SpanHandle(None)
+
+    def __enter__(self) -> SpanHandle:
+        return self._handle
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+_NO_SPAN = _NoSpan()
 
 
 # The global tracer provider can be installed only once, so a "configured" answer is

@@ -187,14 +187,17 @@ class QueueWorker:
         self._stale_margin = queue.options.lease_duration / 2
         # Started and not yet settled: added by the loop thread, or by a pool thread
         # going on with the next waiting job (_pull, under _waiting_lock); removed by
-        # the loop thread only. So it may hold one finished job per slot beyond the
-        # concurrency until the loop settles them.
+        # the loop thread only, so it may also hold finished jobs not yet settled.
         self._running: Dict[int, Execution] = {}
+        # Slots in use (under _waiting_lock): a sync job's from its start by the loop
+        # until its pool thread stops going on with waiting jobs (_run_slot), an async
+        # job's until it finishes. The loop starts jobs only in free slots.
+        self._slots_taken = 0
         self._done: Deque[Execution] = deque()     # appended by handler threads
         self._wakeup: Optional[Wakeup] = None
         self._plan = ClaimPlan(self.concurrency, self.prefetch, MAX_BATCH)
         self._stopping = False
-        self._lingering = False  # the loop waits ACK_LINGER with every slot busy
+        self._waits_long = False  # the loop's wait with every slot busy and nothing to write
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -265,7 +268,7 @@ class QueueWorker:
                 if stop.is_set():
                     return
                 self._start_waiting(stop)
-                free = max(0, self.concurrency - len(self._running))
+                free = self.concurrency - self._slots_taken
                 want = self._plan.want(free, len(self._waiting))
                 if want and not empty:
                     self._acks.flush()
@@ -294,21 +297,23 @@ class QueueWorker:
                 elif self._acks.waiting or self._done:
                     # Every slot busy: completions of fast jobs gather into one write;
                     # a job's completion is written at most ACK_LINGER after it
-                    # finished. Meanwhile a pool thread that finishes a job and goes on
-                    # with the next does not wake this thread (_finished), so a run of
-                    # short jobs costs the loop one wake-up per linger, not one per job.
-                    self._lingering = True
-                    try:
-                        woken = wakeup.wait(ACK_LINGER)
-                    finally:
-                        self._lingering = False
-                    if not woken:
+                    # finished. A pool thread that finishes a job meanwhile does not
+                    # wake this thread (_finished), so a run of short jobs costs the
+                    # loop one wake-up per linger, not one per job.
+                    if not wakeup.wait(ACK_LINGER):
                         self._settle_done(batch=True)
                         self._acks.flush()
                         if policy is not None:
                             policy.succeeded()
                 else:
-                    wakeup.wait(self.poll_interval)  # a finished job wakes it
+                    # A finished job wakes this wait (_finished); the flag is raised
+                    # before the last look at the finished jobs, so none slips between.
+                    self._waits_long = True
+                    try:
+                        if not self._done:
+                            wakeup.wait(self.poll_interval)
+                    finally:
+                        self._waits_long = False
             except Exception as exc:
                 if policy is None:
                     raise
@@ -339,7 +344,7 @@ class QueueWorker:
 
     def _start_waiting(self, stop: threading.Event) -> None:
         """Start waiting jobs in the free slots (never one whose lease is too old)."""
-        while len(self._running) < self.concurrency:
+        while self._slots_taken < self.concurrency:
             lease = self._next_waiting(None)
             if lease is None:
                 return
@@ -348,6 +353,8 @@ class QueueWorker:
                 continue
             self._running[id(execution)] = execution
             execution.started_at = time.monotonic()
+            with self._waiting_lock:
+                self._slots_taken += 1
             self._supervisor.watch(execution.control, stop)
             if execution.is_async:
                 self._executor.spawn(functools.partial(self._runner.run_async, execution))
@@ -361,10 +368,16 @@ class QueueWorker:
         hearing it finished) were most of what a short job cost the worker, and the
         handler thread sat idle through both."""
         current: Optional[Execution] = execution
-        while current is not None:
-            self._runner.run(current)
-            current = self._pull(stop)
-        self._wake()  # the slot is free: the loop starts or claims what comes next
+        try:
+            while current is not None:
+                self._runner.run(current)
+                current = self._pull(stop)
+        finally:
+            # The slot is free only now, not when its first job finished: until here
+            # the loop starts nothing in it, so jobs start in claim order.
+            with self._waiting_lock:
+                self._slots_taken -= 1
+            self._wake()  # the loop starts or claims what comes next
 
     def _pull(self, stop: threading.Event) -> Optional[Execution]:
         """The next waiting job, started here by the pool thread whose job just
@@ -386,8 +399,9 @@ class QueueWorker:
             self._waiting.popleft()
             self._running[id(prepared)] = prepared
             prepared.started_at = time.monotonic()
-            # Running low: the loop claims ahead (ClaimPlan.want) while this runs.
-            low = len(self._waiting) <= self._plan.extra() // 2
+            # Just ran down to the level at which ClaimPlan.want tops the waiting jobs
+            # up: the loop claims ahead while this one runs.
+            low = len(self._waiting) == self._plan.extra() // 2
         self._supervisor.watch(prepared.control, stop)
         if low:
             self._wake()
@@ -398,11 +412,15 @@ class QueueWorker:
         started = execution.started_at
         if started is not None:
             self._plan.record(time.monotonic() - started)
+        if execution.is_async:
+            with self._waiting_lock:
+                self._slots_taken -= 1  # an async job's slot ends with it
         self._done.append(execution)
-        if execution.is_async or not self._lingering:
+        if execution.is_async or self._waits_long:
             self._wake()
-        # else the loop comes back within ACK_LINGER on its own; a sync job's pool
-        # thread wakes it if its slot then goes idle, or the waiting jobs run low
+        # else the loop is busy or lingers (ACK_LINGER) and settles it on its next
+        # pass; a sync job's pool thread also wakes it when its slot goes idle
+        # (_run_slot) or the waiting jobs run low (_pull)
 
     def _wake(self) -> None:
         wakeup = self._wakeup
