@@ -254,7 +254,8 @@ def _scalar_text(value: Any) -> str:
         return "null"
     if kind is bool:
         return "true" if value else "false"
-    return kind.__repr__(value)  # int.__repr__ and float.__repr__, as json's encoder
+    # int.__repr__ and float.__repr__, as json's encoder writes them
+    return int.__repr__(value) if kind is int else float.__repr__(value)
 
 
 def encode_scalars(job_type: type, job: Any) -> Optional[str]:

@@ -76,23 +76,29 @@ class Execution:
         return self.lease.context.queue
 
 
-def prepare(lease: QueueLease, queue: Any) -> "Execution | Settlement":
+def prepare(lease: QueueLease, queue: Any, report: bool = True) -> "Execution | Settlement":
     """Look the wire name up and decode the payload; a job that cannot run is a
-    failure decided here, without calling any handler."""
+    failure decided here, without calling any handler (and logged as a warning, unless
+    ``report`` is False: a pool thread's look ahead leaves such a job to the loop, which
+    prepares it again and reports it once)."""
     definition = queue.registry.for_name(lease.wire_name)
     if definition is None:
-        logger.warning("job %s on queue %s: wire name %s is not registered here",
-                       lease.job_id, lease.context.queue, lease.wire_name)
+        if report:
+            logger.warning("job %s on queue %s: wire name %s is not registered here",
+                           lease.job_id, lease.context.queue, lease.wire_name)
         return Settlement(Outcome.FAILED, Failure.UNKNOWN_JOB_TYPE)
     if codec.utf8_size(lease.payload) > queue.options.max_payload_bytes:
-        logger.warning("job %s on queue %s: payload over max_payload_bytes",
-                       lease.job_id, lease.context.queue)
+        if report:
+            logger.warning("job %s on queue %s: payload over max_payload_bytes",
+                           lease.job_id, lease.context.queue)
         return Settlement(Outcome.FAILED, Failure.INVALID_PAYLOAD)
     try:
         job = codec.decode(definition.job_type, lease.payload)
     except codec.PayloadDecodeError as exc:
-        logger.warning("job %s on queue %s: payload does not decode to %s",
-                       lease.job_id, lease.context.queue, definition.job_type.__name__)
+        if report:
+            logger.warning("job %s on queue %s: payload does not decode to %s",
+                           lease.job_id, lease.context.queue,
+                           definition.job_type.__name__)
         return Settlement(Outcome.FAILED, Failure.INVALID_PAYLOAD, exc)
     return Execution(lease, definition.handler, job, definition.is_async)
 

@@ -393,7 +393,7 @@ class QueueWorker:
             lease = self._waiting[0]
             if lease.expires_at - self.queue.clock() < self._stale_margin:
                 return None
-            prepared = prepare(lease, self.queue)
+            prepared = prepare(lease, self.queue, report=False)
             if not isinstance(prepared, Execution) or prepared.is_async:
                 return None
             self._waiting.popleft()

@@ -5,6 +5,7 @@ loop, the jobs run in claim order, never more at once than the concurrency, and 
 completion is written."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -46,7 +47,8 @@ def test_a_stop_set_by_a_running_job_starts_none_of_the_waiting_ones(db, connect
             assert (found.state, found.attempts) == (JobState.PENDING, 0)
 
 
-def test_a_waiting_job_that_cannot_run_is_settled_and_the_rest_go_on_in_order(db, connect):
+def test_a_waiting_job_that_cannot_run_is_settled_and_the_rest_go_on_in_order(db, connect,
+                                                                              caplog):
     registry = JobRegistry()
     ran: List[int] = []
 
@@ -63,6 +65,7 @@ def test_a_waiting_job_that_cannot_run_is_settled_and_the_rest_go_on_in_order(db
         Step(99), Dispatch(queue=QUEUE, tenant_id=TENANT)).job_id
     ids += [enqueue(queue, Step(n)) for n in range(4, 8)]
     stop = threading.Event()
+    caplog.set_level(logging.WARNING, logger="caravel_lite")
     worker = QueueWorker(DatabaseQueue(connect(), registry, options(lease=30)), prefetch=9)
     running = WorkerThread(worker, stop).start()
     wait_for(lambda: status(queue, ids[-1]).state is JobState.COMPLETED, timeout=10)
@@ -73,6 +76,10 @@ def test_a_waiting_job_that_cannot_run_is_settled_and_the_rest_go_on_in_order(db
     failed = status(queue, stranger)
     assert (failed.state, failed.last_failure) == (JobState.DEAD_LETTER,
                                                     Failure.UNKNOWN_JOB_TYPE)
+    # Reported once, by the loop that settled it (the pool thread only looked).
+    assert [r.getMessage() for r in caplog.records
+            if "is not registered here" in r.getMessage()] == [
+        f"job {stranger} on queue {QUEUE}: wire name tests.unknown.v1 is not registered here"]
 
 
 def test_slots_going_on_by_themselves_never_exceed_the_concurrency(db, connect):
