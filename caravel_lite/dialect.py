@@ -462,11 +462,11 @@ def _mysql_session_options() -> Dict[str, Any]:
 
 
 # SQLite's settings on every connection open_database makes. WAL: readers never block
-# the writer. The automatic checkpoint stays at SQLite's 1,000 pages: every 10,000
-# halved the checkpoints' share of a one-job-per-call enqueue loop with
-# synchronous=NORMAL, but with FULL (SQLite's default) each commit then grew the log
-# file and its sync cost more (1,657 against 2,442 enqueues a second, median of three
-# rounds of 1,500), so the default is left alone.
+# the writer. The automatic checkpoint stays at SQLite's 1,000 pages: with FULL
+# (SQLite's default) every 10,000 made each commit grow the log file and its sync cost
+# more (`python -m bench.checkpoints --database sqlite-full --pages 1000,10000 --jobs
+# 1500`: 4,574 against 3,075 enqueues a second, median of three rounds), so the
+# default is left alone.
 SQLITE_PRAGMAS: Dict[str, Any] = {"journal_mode": "wal", "busy_timeout": 5000}
 
 

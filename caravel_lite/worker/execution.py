@@ -60,13 +60,11 @@ class Execution:
     """A claimed job of a known wire name whose payload decoded."""
 
     def __init__(self, lease: QueueLease, handler: Callable[..., Any], job: Any,
-                 is_async: Optional[bool] = None) -> None:
+                 is_async: bool) -> None:
         self.lease = lease
         self.handler = handler
         self.job = job
-        # The registry decided it once per job type (prepare passes it).
-        self.is_async = (inspect.iscoroutinefunction(handler) if is_async is None
-                         else is_async)
+        self.is_async = is_async  # the registry's, decided once per job type
         self.control = JobControl(lease)
         self.settlement: Optional[Settlement] = None
         self.started_at: Optional[float] = None  # monotonic, when handed to a thread

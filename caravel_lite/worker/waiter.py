@@ -83,8 +83,8 @@ IDLE_POLL_PROBE = 0.25
 # leased some: Waiter.found_work) its waiter probes at the fast rate.
 ACTIVE_FOR = 10.0
 # How long a new waiter probes at the fast rate before it has found any work: about 20
-# reads on MariaDB (some 12 ms of CPU), where 10 s of them made an idle worker cost
-# twice as much over its first 30 s.
+# reads on MariaDB, where a fast first 10 s (ACTIVE_FOR) was most of an idle worker's
+# CPU over its first 30 s (`python -m bench --databases mysql --scenarios idle`).
 STARTING_FOR = 1.0
 # Seconds between attempts to reopen a listener connection that failed.
 RECONNECT_DELAY = 5.0
