@@ -145,33 +145,39 @@ class QueueScheduler:
         created = 0
         with self._lock:
             for schedule in list(self._schedules.values()):
-                try:
-                    created += self._enqueue_due(schedule)
-                except (QueueIdempotencyConflict, InvalidField) as exc:
-                    if raise_errors:
-                        raise
-                    # The schedule's own fault (a changed payload, a payload over the
-                    # queue's limit): say so and go on with the other schedules; the
-                    # slot counts as handled so the log is not repeated every poll.
-                    logger.error("schedule %s: slot not enqueued: %s: %s", schedule.name,
-                                 type(exc).__name__, exc)
-                    self._handled[schedule.name] = self._now_us()
+                created += self._enqueue_due(schedule, raise_errors)
         return created
 
-    def _enqueue_due(self, schedule: Schedule) -> int:
+    def _enqueue_due(self, schedule: Schedule, raise_errors: bool) -> int:
+        """Enqueue the slots of ``schedule`` due at one clock reading. With
+        ``raise_errors`` the first slot that fails raises and nothing is marked
+        handled, so the next pass tries every slot again (enqueue is idempotent).
+        Otherwise a failing slot is logged and skipped and the others are enqueued."""
         now_us = self._now_us()
         handled = self._handled[schedule.name]
         if handled is not None and now_us < handled:
             handled = None  # the clock stepped back: look again, enqueue is idempotent
         created = 0
         for slot in schedule.due(now_us, handled):
-            result = self.queue.enqueue(schedule.decode_job(), Dispatch(
-                queue=schedule.queue_name, tenant_id=schedule.tenant_id,
-                idempotency_key=slot.key))
+            try:
+                result = self.queue.enqueue(schedule.decode_job(), Dispatch(
+                    queue=schedule.queue_name, tenant_id=schedule.tenant_id,
+                    idempotency_key=slot.key))
+            except (QueueIdempotencyConflict, InvalidField) as exc:
+                if raise_errors:
+                    raise
+                # The schedule's own fault (a changed payload, a payload over the
+                # queue's limit) for this slot: say so and go on with its other slots.
+                # The slot counts as handled so that the log is not repeated each poll.
+                logger.error("schedule %s: slot %s not enqueued: %s: %s", schedule.name,
+                             slot.key, type(exc).__name__, exc)
+                continue
             if not result.already_enqueued:
                 created += 1
                 logger.info("schedule %s: enqueued slot %s as job %s", schedule.name,
                             slot.key, result.job_id)
+        # Handled up to the reading the due slots were computed from, not a later one:
+        # a slot that began meanwhile is due on the next pass.
         self._handled[schedule.name] = now_us
         return created
 
@@ -193,7 +199,8 @@ class QueueScheduler:
         (at most ``poll_interval`` at a time) and waking at once when ``stop`` is set.
 
         Unlike :meth:`run_once`, a conflicting or invalid slot is logged and skipped so
-        that one schedule cannot hold up the others.
+        that it holds up neither its schedule's other slots (catch-up slots, the current
+        one) nor the other schedules.
 
         ``max_outage``: None (the default) lets database errors propagate. Seconds (or a
         timedelta) ride out an outage as the worker does (:mod:`caravel_lite.outage`):

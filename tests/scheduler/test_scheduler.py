@@ -158,6 +158,87 @@ def test_run_logs_a_conflict_and_goes_on_with_the_other_schedules(db, connect, c
     assert all("v2" not in r.getMessage() for r in caplog.records)  # never the payload
 
 
+def _run_until(scheduler: QueueScheduler, done, message: str) -> None:
+    """``scheduler.run()`` on a thread until ``done()`` holds (or 10 s pass)."""
+    stop = threading.Event()
+    errors: List[BaseException] = []
+
+    def main() -> None:
+        try:
+            scheduler.run(stop=stop)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            scheduler.queue.db.close()
+
+    thread = threading.Thread(target=main)
+    thread.start()
+    try:
+        wait_for(done, message=message)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not errors and not thread.is_alive()
+
+
+def test_run_skips_only_the_conflicting_slot_and_enqueues_the_later_catch_up_slots(
+        db, connect, caplog):
+    clock = ManualClock(T0)
+    old = scheduler_at(db, clock)
+    every_minute(old, "report", Report("v1"))
+    assert old.run_once() == 1  # the slot of T0, with the old payload
+    clock.advance(timedelta(minutes=3))
+    new = scheduler_at(connect(), clock, poll_interval=timedelta(milliseconds=100))
+    every_minute(new, "report", Report("v2"), catch_up=timedelta(minutes=5))
+    caplog.set_level(logging.ERROR, logger="caravel_lite")
+    t0_slot = (T0 - datetime(1970, 1, 1, tzinfo=UTC)) // MINUTE
+    wanted = list(range(t0_slot - 2, t0_slot + 4))  # T0 - 2 min .. T0 + 3 min
+
+    def enqueued() -> List[int]:
+        return sorted(slot_of(k) for k in keys(db))
+    _run_until(new, lambda: enqueued() == wanted, "the catch-up slots besides the conflict")
+    conflicts = [r.getMessage() for r in caplog.records if "QueueIdempotencyConflict"
+                 in r.getMessage()]
+    assert len(conflicts) == 1 and f":{t0_slot}" in conflicts[0]  # logged once, by slot
+    assert payloads(db).count(encode(Report("v1"))) == 1  # the original kept
+    assert payloads(db).count(encode(Report("v2"))) == 5
+
+
+class _AdvanceOnConflict(logging.Handler):
+    """Moves ``clock`` on a minute when the scheduler logs a slot it could not enqueue:
+    time passing while a pass is under way."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(logging.ERROR)
+        self.clock = clock
+        self.moved = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "not enqueued" in record.getMessage() and not self.moved:
+            self.moved += 1
+            self.clock.advance(MINUTE)
+
+
+def test_run_marks_handled_at_the_instant_it_computed_the_due_slots_from(db, connect):
+    clock = ManualClock(T0 + timedelta(seconds=59))
+    old = scheduler_at(db, clock)
+    every_minute(old, "report", Report("v1"))
+    assert old.run_once() == 1
+    new = scheduler_at(connect(), clock, poll_interval=timedelta(milliseconds=100))
+    every_minute(new, "report", Report("v2"))
+    mover = _AdvanceOnConflict(clock)
+    log = logging.getLogger("caravel_lite")
+    log.addHandler(mover)
+    try:
+        # The conflict of T0's slot moves the clock into the next minute during the
+        # pass: that minute's slot is still due on the next pass.
+        _run_until(new, lambda: job_count(db) == 2, "the slot that began during the pass")
+    finally:
+        log.removeHandler(mover)
+    assert mover.moved == 1
+    assert encode(Report("v2")) in payloads(db)
+
+
 @pytest.mark.parametrize("instant,suffix", [
     (datetime(1969, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC), ":-1"),
     (datetime(1970, 1, 1, tzinfo=UTC), ":0")])
