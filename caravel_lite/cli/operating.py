@@ -27,22 +27,31 @@ _UNITS = {"ms": timedelta(milliseconds=1), "s": timedelta(seconds=1),
           "w": timedelta(weeks=1)}
 
 
+# The longest duration a flag takes: enough for any retention or look-back, and far
+# enough from datetime's limits that "now" minus it is still a date (year 1 is not).
+MAX_DURATION = timedelta(days=36500)
+
+
 def duration(text: str) -> timedelta:
-    """``90s``, ``15m``, ``1h``, ``7d``, ``2w`` (argparse type)."""
+    """``90s``, ``15m``, ``1h``, ``7d``, ``2w``, at most 36500d (argparse type: argparse
+    names the flag in its refusal, exit 2)."""
     match = _DURATION.match(text.strip().lower())
     if match is None:
         raise argparse.ArgumentTypeError(
             f"expected a duration such as 30m, 1h or 7d, got {text!r}")
-    return _UNITS[match.group("unit")] * float(match.group("n"))
+    unit, number = _UNITS[match.group("unit")], float(match.group("n"))
+    # Compared before multiplying: timedelta * a huge float overflows.
+    if number > MAX_DURATION / unit:
+        raise argparse.ArgumentTypeError(
+            f"{text.strip()!r} is out of range: at most {MAX_DURATION.days}d")
+    return unit * number
 
 
 def instant(text: str) -> Union[timedelta, datetime]:
     """A duration before now (``1h``), or an ISO-8601 date-time with its offset
     (``2030-01-01T00:00:00Z``) (argparse type)."""
-    try:
-        return duration(text)
-    except argparse.ArgumentTypeError:
-        pass
+    if _DURATION.match(text.strip().lower()):
+        return duration(text)  # a duration, perhaps out of range: say so
     try:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
