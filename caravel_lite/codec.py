@@ -19,7 +19,7 @@ import types
 import typing
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Optional, Set, Tuple
 
 from caravel_lite.errors import InvalidField
 
@@ -421,6 +421,77 @@ def _from_plain(tp: Any, data: Any, path: str) -> Any:
         except (ValueError, TypeError):
             raise _fail(path, "an ISO 8601 date") from None
     raise _fail(path, f"a supported type (not {tp!r})")
+
+
+# What a field's annotation may name: the types _from_plain decodes (and _to_plain
+# encodes to the text they decode from).
+_LEAF_TYPES = (bool, int, float, str, uuid.UUID, decimal.Decimal, dt.datetime, dt.date)
+_ENUM_VALUES = (str, int, float, bool)
+SUPPORTED = ("str, int, float, bool, None, UUID, Decimal, datetime, date, an Enum of "
+             "scalars, a dataclass, list[X], tuple[X, ...], tuple[X, Y], dict[str, X], "
+             "Optional or Union of these, Any")
+
+
+def check_job_type(job_type: type) -> None:
+    """Refuse, as ``InvalidField("job_type")`` naming the field, a dataclass type whose
+    jobs could never be stored and decoded again: an annotation the decoder has no rule
+    for (``set[str]``, ``bytes``, ``dict[int, str]``, a class of its own), annotations
+    that do not resolve, or a field the constructor does not take (``init=False``).
+    A type that passes may still be given values that do not fit (checked at enqueue)."""
+    _check_dataclass(job_type, job_type.__name__, set())
+
+
+def _check_dataclass(cls: type, path: str, seen: Set[type]) -> None:
+    if cls in seen:
+        return  # a recursive type: its fields are being checked already
+    seen.add(cls)
+    try:
+        hints = _hints(cls)
+    except Exception as exc:
+        raise InvalidField("job_type", f"{path}: its annotations do not resolve "
+                           f"({type(exc).__name__}), so its jobs could not be decoded") from None
+    for f in dataclasses.fields(cls):
+        where = f"{path}.{f.name}"
+        if not f.init:
+            raise InvalidField("job_type", f"field {where} has init=False: it is stored "
+                               f"but the constructor cannot take it back")
+        _check_hint(hints.get(f.name, Any), where, seen)
+
+
+def _check_hint(hint: Any, path: str, seen: Set[type]) -> None:
+    if hint is Any or hint is _NONE or hint in _BARE_CONTAINERS:
+        return
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in _UNION_TYPES or origin in (list, typing.List) or (
+            origin in (tuple, typing.Tuple)):
+        for arg in args:
+            if arg is not Ellipsis:
+                _check_hint(arg, path, seen)
+        return
+    if origin in (dict, typing.Dict):
+        if args and args[0] is not str:
+            raise InvalidField("job_type", f"field {path}: {_shown(hint)} cannot be stored: "
+                               f"JSON object keys are str (use dict[str, ...])")
+        for arg in args[1:]:
+            _check_hint(arg, path, seen)
+        return
+    if origin is None and isinstance(hint, type):
+        if dataclasses.is_dataclass(hint):
+            _check_dataclass(hint, path, seen)
+            return
+        if issubclass(hint, enum.Enum):
+            if all(isinstance(m.value, _ENUM_VALUES) for m in hint):
+                return
+            raise InvalidField("job_type", f"field {path}: {hint.__name__}'s values are "
+                               f"not all str, int, float or bool")
+        if hint in _LEAF_TYPES:
+            return
+    raise InvalidField("job_type", f"field {path}: {_shown(hint)} cannot be stored in a "
+                       f"payload (supported: {SUPPORTED})")
+
+
+def _shown(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) and not typing.get_args(hint) else repr(hint)
 
 
 _HINTS: Dict[type, Dict[str, Any]] = {}

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Type, TypeVar
 
-from caravel_lite import validation
+from caravel_lite import codec, validation
 from caravel_lite.errors import InvalidField, UnknownJobType
 from caravel_lite.values import JobContext
 
@@ -46,10 +46,16 @@ class JobRegistry:
 
     def register(self, wire_name: str, job_type: Type[J],
                  handler: Callable[[J, JobContext], Any]) -> JobDefinition:
-        """Register ``handler`` (sync or ``async def``) for ``job_type`` under ``wire_name``."""
+        """Register ``handler`` (sync or ``async def``) for ``job_type`` under ``wire_name``.
+
+        ``job_type`` must be a dataclass whose every field the payload codec can store
+        and decode again (see :func:`caravel_lite.codec.check_job_type`); otherwise
+        ``InvalidField("job_type")`` names the field, and nothing is registered."""
         validation.check_wire_name(wire_name)
         if not (isinstance(job_type, type) and dataclasses.is_dataclass(job_type)):
             raise InvalidField("job_type", "must be a dataclass type")
+        # Refused now, naming the field, rather than at every enqueue.
+        codec.check_job_type(job_type)
         if not callable(handler):
             raise InvalidField("handler", "must be callable")
         definition = JobDefinition(wire_name, job_type, handler,
