@@ -259,7 +259,8 @@ class QueueAdmin:
               states: Iterable[Union[JobState, str]] = retention.FINISHED,
               queue: Optional[str] = None, batch_size: Optional[int] = None,
               progress: Optional[retention.Progress] = None, *,
-              dry_run: bool = False) -> int:
+              dry_run: bool = False,
+              scheduler: Optional[retention.KeepsScheduleKeys] = None) -> int:
         """Delete jobs in ``states`` (COMPLETED and/or DEAD_LETTER) that finished before
         ``older_than`` (an aware datetime, or a timedelta before now), of ``queue``
         only when given, with their failure history, ``batch_size`` (1..10000; by
@@ -269,9 +270,15 @@ class QueueAdmin:
         Pending and leased jobs are never touched. ``progress`` is called with a
         :class:`PruneProgress` before the first batch and after each one. Returns how
         many were deleted, or with ``dry_run`` how many match now, deleting nothing.
-        Pruned idempotency keys lose their duplicate protection."""
+        Pruned idempotency keys lose their duplicate protection: with ``scheduler``
+        (the application's :class:`~caravel_lite.QueueScheduler`) an ``older_than``
+        shorter than ``scheduler.min_prune_age`` of the pruned queues raises
+        ``InvalidField("older_than")`` and deletes nothing, since a slot whose job went
+        would be enqueued again; without it no schedule is known and none is checked."""
         chosen = retention.check_states(states)
-        cutoff = retention.cutoff_ms(older_than, self._now_us())
+        now_us = self._now_us()
+        cutoff = retention.cutoff_ms(older_than, now_us)
+        retention.check_schedule_keys(older_than, now_us, scheduler, queue)
         if progress is not None and not callable(progress):
             raise InvalidField("progress", "must be a callable taking a PruneProgress")
         self._pruner.check_batch_size(batch_size)

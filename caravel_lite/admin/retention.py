@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterable, List, Optional, Protocol, Sequence, Tuple, Union
 
 import peewee
 
 from caravel_lite import validation
 from caravel_lite.admin.filters import instant_ms
 from caravel_lite.admin.values import PruneProgress
+from caravel_lite.clock import floor_ms, from_ms
 from caravel_lite.dialect import dialect_of
 from caravel_lite.retry import retrying
 from caravel_lite.errors import InvalidField
@@ -57,6 +58,33 @@ def cutoff_ms(older_than: Union[timedelta, datetime], now_us: int) -> int:
     value = instant_ms("older_than", older_than, now_us)
     assert value is not None
     return value
+
+
+class KeepsScheduleKeys(Protocol):
+    """What :meth:`QueueAdmin.prune` needs of the application's schedules (a
+    :class:`~caravel_lite.QueueScheduler`): how long their slots' keys must be kept."""
+
+    def min_prune_age(self, queue_names: Optional[Sequence[str]] = None) -> timedelta: ...
+
+
+def check_schedule_keys(older_than: Union[timedelta, datetime], now_us: int,
+                        scheduler: Optional[KeepsScheduleKeys], queue: Optional[str]) -> None:
+    """Refuse an ``older_than`` that would prune a slot's job while the slot is still
+    looked at (README, Recurring jobs: retention): the same rule as the worker's
+    ``--prune-after`` with ``--scheduler``. Nothing is checked without ``scheduler``."""
+    if scheduler is None:
+        return
+    if not callable(getattr(scheduler, "min_prune_age", None)):
+        raise InvalidField("scheduler", "must be a caravel_lite.QueueScheduler (or have "
+                           "min_prune_age)")
+    needed = scheduler.min_prune_age(None if queue is None else [queue])
+    age = (older_than if isinstance(older_than, timedelta)
+           else from_ms(floor_ms(now_us)) - older_than)
+    if age < needed:
+        where = f"queue {queue!r}" if queue is not None else "every queue"
+        raise InvalidField("older_than", f"{age} is shorter than {needed}, the longest "
+                           f"interval or catch-up window of the schedules on {where}: a "
+                           f"pruned slot would run again")
 
 
 class Pruner:

@@ -496,3 +496,37 @@ def test_min_prune_age_is_the_longest_interval_or_catch_up_window(db):
     assert scheduler.min_prune_age([QUEUE, "other"]) == timedelta(hours=2)
     assert scheduler.min_prune_age([QUEUE]) == MINUTE
     assert scheduler.min_prune_age(["nowhere"]) == timedelta(0)
+
+
+def test_admin_prune_with_the_scheduler_refuses_ages_that_let_a_cron_slot_run_again(db):
+    """The report: a completed cron slot pruned after a minute was enqueued again."""
+    from caravel_lite import QueueAdmin
+    clock = ManualClock(datetime(2024, 5, 1, 12, 0, 30, tzinfo=UTC))
+
+    def hourly() -> QueueScheduler:
+        scheduler = scheduler_at(db, clock)
+        scheduler.cron("hourly", "0 * * * *", Tick(1), queue=QUEUE, tenant_id=TENANT,
+                       catch_up=timedelta(minutes=5))  # as the README advises for restarts
+        return scheduler
+    first = hourly()
+    assert first.run_once() == 1
+    _finish_all(first.queue)
+    clock.advance(timedelta(minutes=2))
+    admin = QueueAdmin(db, clock=clock)
+    for older_than in (MINUTE, clock() - MINUTE):  # a timedelta and an instant alike
+        with pytest.raises(InvalidField) as caught:
+            admin.prune(older_than, scheduler=first)
+        assert caught.value.field == "older_than"
+        assert "0:01:00 is shorter than 0:05:00" in str(caught.value)
+    with pytest.raises(InvalidField):
+        admin.prune(MINUTE, queue=QUEUE, scheduler=first, dry_run=True)
+    assert job_count(db) == 1  # nothing deleted
+    assert admin.prune(MINUTE, queue="other", scheduler=first) == 0  # no schedule there
+    assert admin.prune(timedelta(minutes=5), scheduler=first) == 0  # long enough
+    # What the rule prevents: without it the slot's job goes and a restart makes it anew.
+    assert admin.prune(MINUTE) == 1
+    assert hourly().run_once() == 1
+    assert keys(db) == ["schedule:hourly:cron:2024-05-01T12:00:00Z"]
+    with pytest.raises(InvalidField) as caught:
+        admin.prune(MINUTE, scheduler=object())
+    assert caught.value.field == "scheduler"
