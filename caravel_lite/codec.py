@@ -14,7 +14,6 @@ import enum
 import json
 import math
 import re
-import sys
 import types
 import typing
 import uuid
@@ -317,9 +316,7 @@ def _fail(path: str, expected: str) -> PayloadDecodeError:
     return PayloadDecodeError(f"{path}: expected {expected}")
 
 
-_UNION_TYPES: Tuple[Any, ...] = (typing.Union,)
-if sys.version_info >= (3, 10):
-    _UNION_TYPES = (typing.Union, types.UnionType)
+_UNION_TYPES: Tuple[Any, ...] = (typing.Union, types.UnionType)  # Optional[X], X | None
 
 
 _BARE_CONTAINERS = {list: typing.List[Any], dict: typing.Dict[str, Any],
