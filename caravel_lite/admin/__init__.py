@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import peewee
 
 from caravel_lite import validation
-from caravel_lite.admin import retention
+from caravel_lite.admin import lookup, retention
 from caravel_lite.admin.filters import (Instant, JobFilter, check_cursor, matching_rows,
                                         page_limit, queue_names, read_newest)
 from caravel_lite.admin.stats import StatsReader
@@ -134,6 +134,13 @@ class QueueAdmin:
                          idempotency_key=row[14], claimed_at=_maybe_ms(row[15]),
                          updated_at=_maybe_ms(row[16]), renewals=row[17],
                          failures=self.failures(ident))
+
+    def job_ids(self, prefix: str, limit: int = 2) -> Tuple[uuid.UUID, ...]:
+        """The ids of the jobs (any tenant) that begin with ``prefix``, as copied from a
+        listing (hex digits, hyphens ignored), in id order, at most ``limit`` (1..100):
+        one match is the job meant, two say the prefix is ambiguous. One range read of
+        the primary key (see :mod:`caravel_lite.admin.lookup`)."""
+        return lookup.ids_with_prefix(self.db, prefix, limit)
 
     def failures(self, job_id: Union[uuid.UUID, str]) -> Tuple[FailureRecord, ...]:
         """The job's recorded failed attempts, oldest first (at most the last 20)."""

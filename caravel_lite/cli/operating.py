@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TextIO, Union
 
 from caravel_lite.admin import QueueAdmin
+from caravel_lite.admin.lookup import prefix_bounds
 from caravel_lite.cli import common
 from caravel_lite.errors import InvalidField
 from caravel_lite.migrator import check_schema
@@ -69,20 +70,36 @@ def job_id(text: str) -> str:
         raise argparse.ArgumentTypeError(f"not a job id: {text!r}") from None
 
 
-def choice_of(cls: type) -> Callable[[str], Any]:
-    """An argparse type accepting an enum's values (``dead_letter``) or names."""
+def job_id_prefix(text: str) -> str:
+    """A job id or its beginning (hex digits, hyphens allowed), as typed (argparse
+    type); which job it names is looked up by the command."""
+    try:
+        prefix_bounds(text)
+    except InvalidField:
+        raise argparse.ArgumentTypeError(
+            f"not a job id or the beginning of one: {text!r}") from None
+    return text.strip().lower()
+
+
+def choice_of(cls: type, aliases: Optional[Dict[str, Any]] = None) -> Callable[[str], Any]:
+    """An argparse type accepting an enum's values (``dead_letter``) or names, and the
+    ``aliases`` given (words the tables print, such as ``dead``)."""
     def parse(text: str) -> Any:
         key = text.strip().lower()
+        if aliases and key in aliases:
+            return aliases[key]
         for member in cls:  # type: ignore[attr-defined]
             if key in (member.value, member.name.lower()):
                 return member
         names = ", ".join(m.value for m in cls)  # type: ignore[attr-defined]
-        raise argparse.ArgumentTypeError(f"expected one of {names}, got {text!r}")
+        also = f" (or {', '.join(aliases)})" if aliases else ""
+        raise argparse.ArgumentTypeError(f"expected one of {names}{also}, got {text!r}")
     parse.__name__ = cls.__name__
     return parse
 
 
-state_choice = choice_of(JobState)
+# The queues table heads its dead letters DEAD: what a table prints is accepted back.
+state_choice = choice_of(JobState, {"dead": JobState.DEAD_LETTER})
 failure_choice = choice_of(Failure)
 
 
@@ -96,7 +113,7 @@ def add_filters(parser: argparse.ArgumentParser, state: bool = True) -> None:
     parser.add_argument("--queue", help="only this queue")
     if state:
         parser.add_argument("--state", type=state_choice,
-                            help="pending, leased, completed or dead_letter")
+                            help="pending, leased, completed or dead_letter (dead)")
     parser.add_argument("--tenant", help="only this tenant id (exact)")
     parser.add_argument("--wire-name", help="only jobs of this wire name")
     parser.add_argument("--failure", type=failure_choice,

@@ -39,7 +39,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     cmd.add_argument("--older-than", type=operating.duration, required=True,
                      help="finished longer ago than this (7d, 12h ...)")
     cmd.add_argument("--states", type=_states, default=[JobState.COMPLETED, JobState.DEAD_LETTER],
-                     help="comma-separated: completed, dead_letter (default both)")
+                     help="comma-separated: completed, dead_letter (dead) (default both)")
     cmd.add_argument("--queue", help="only this queue")
     cmd.add_argument("--batch-size", type=int, default=None,
                      help="jobs per batch, 1..10000 "
