@@ -217,3 +217,15 @@ def test_a_duration_out_of_range_exits_2_naming_the_flag(argv, flag, tmp_path):
     assert f"argument {flag}: " in line and "out of range: at most 36500d" in line, line
     assert "OverflowError" not in line
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("flag, value", [("--lease-seconds", "1e300"),
+                                         ("--renew-seconds", "1e300"),
+                                         ("--lease-seconds", "nan")])
+def test_worker_seconds_out_of_range_exit_2_naming_the_flag(flag, value, tmp_path):
+    url = f"sqlite:///{tmp_path / 'never-opened.db'}"
+    done = procs.run("worker", REGISTRY, "--queue", "q", flag, value, "--database", url)
+    assert done.returncode == 2, done.stderr
+    line = procs.one_line(done.stderr)
+    assert f"argument {flag}: " in line and "out of range" in line, line
+    assert list(tmp_path.iterdir()) == []
