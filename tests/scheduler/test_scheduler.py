@@ -126,38 +126,6 @@ def test_a_changed_payload_for_an_enqueued_slot_conflicts_and_keeps_the_original
     assert encode(Report("v2")) in payloads(db)
 
 
-def test_run_logs_a_conflict_and_goes_on_with_the_other_schedules(db, connect, caplog):
-    clock = ManualClock(T0)
-    old = scheduler_at(db, clock)
-    every_minute(old, "report", Report("v1"))
-    old.run_once()
-    new = scheduler_at(connect(), clock, poll_interval=timedelta(milliseconds=100))
-    every_minute(new, "report", Report("v2"))
-    every_minute(new, "late", Tick(2))
-    caplog.set_level(logging.ERROR, logger="caravel_lite")
-    stop = threading.Event()
-    errors: List[BaseException] = []
-
-    def main() -> None:
-        try:
-            new.run(stop=stop)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-        finally:
-            new.queue.db.close()
-
-    thread = threading.Thread(target=main)
-    thread.start()
-    try:
-        wait_for(lambda: any(":late:" in k for k in keys(db)), message="the later schedule's job")
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-    assert not errors and not thread.is_alive()
-    assert any("QueueIdempotencyConflict" in r.getMessage() for r in caplog.records)
-    assert all("v2" not in r.getMessage() for r in caplog.records)  # never the payload
-
-
 def _run_until(scheduler: QueueScheduler, done, message: str) -> None:
     """``scheduler.run()`` on a thread until ``done()`` holds (or 10 s pass)."""
     stop = threading.Event()
@@ -179,6 +147,20 @@ def _run_until(scheduler: QueueScheduler, done, message: str) -> None:
         stop.set()
         thread.join(timeout=10)
     assert not errors and not thread.is_alive()
+
+
+def test_run_logs_a_conflict_and_goes_on_with_the_other_schedules(db, connect, caplog):
+    clock = ManualClock(T0)
+    old = scheduler_at(db, clock)
+    every_minute(old, "report", Report("v1"))
+    old.run_once()
+    new = scheduler_at(connect(), clock, poll_interval=timedelta(milliseconds=100))
+    every_minute(new, "report", Report("v2"))
+    every_minute(new, "late", Tick(2))
+    caplog.set_level(logging.ERROR, logger="caravel_lite")
+    _run_until(new, lambda: any(":late:" in k for k in keys(db)), "the later schedule's job")
+    assert any("QueueIdempotencyConflict" in r.getMessage() for r in caplog.records)
+    assert all("v2" not in r.getMessage() for r in caplog.records)  # never the payload
 
 
 def test_run_skips_only_the_conflicting_slot_and_enqueues_the_later_catch_up_slots(
