@@ -38,10 +38,12 @@ __all__ = ["QueueAdmin", "JobSummary", "JobPage", "JobDetail", "FailureRecord",
 
 SUMMARY_COLUMNS = ("id, queue, tenant_id, wire_name, state, priority, attempts, max_attempts, "
                    "available_at, enqueued_at, finished_at, lease_expires_at, last_failure, "
-                   "replay_count")
-DETAIL_COLUMNS = SUMMARY_COLUMNS + ", idempotency_key, claimed_at, updated_at, renewals"
+                   "replay_count, claimed_at")
+DETAIL_COLUMNS = SUMMARY_COLUMNS + ", idempotency_key, updated_at, renewals"
 DEFAULT_WINDOW = timedelta(hours=1)
 ACTION_BATCH = 500
+# Branches of one UNION ALL reading jobs' newest failure (SQLite allows 500).
+ERROR_TYPE_BATCH = 200
 DEAD = JobState.DEAD_LETTER.value
 PENDING = JobState.PENDING.value
 
@@ -57,7 +59,8 @@ def _summary_fields(row: Sequence[Any]) -> Dict[str, Any]:
         max_attempts=row[7], available_at=from_ms(int(row[8])),
         enqueued_at=from_ms(int(row[9])), finished_at=_maybe_ms(row[10]),
         lease_expires_at=_maybe_ms(row[11]),
-        last_failure=Failure(row[12]) if row[12] else None, replay_count=row[13])
+        last_failure=Failure(row[12]) if row[12] else None, replay_count=row[13],
+        claimed_at=_maybe_ms(row[14]))
 
 
 class QueueAdmin:
@@ -123,10 +126,30 @@ class QueueAdmin:
         size = page_limit(limit)
         columns = SUMMARY_COLUMNS + (", payload" if include_payload else "")
         rows = read_newest(self.db, columns, f, cursor, size + 1)
+        error_types = self._last_error_types([row for row in rows[:size] if row[12]])
         jobs = tuple(JobSummary(**_summary_fields(row),
-                                payload=row[14] if include_payload else None)
+                                payload=row[15] if include_payload else None,
+                                last_error_type=error_types.get(row[0]))
                      for row in rows[:size])
         return JobPage(jobs, str(jobs[-1].job_id) if len(rows) > size else None)
+
+    def _last_error_types(self, rows: Sequence[Sequence[Any]]) -> Dict[str, str]:
+        """id -> the exception type of each job's last failure, for the rows (summary
+        columns) that have one: the newest history record of each job, one primary-key
+        seek each, when its category is the job's last failure (a lease expiry records
+        nothing, so an older record would name another failure's exception)."""
+        last = {row[0]: row[12] for row in rows}
+        found: Dict[str, str] = {}
+        ids = list(last)
+        one = (f"SELECT * FROM (SELECT job_id, category, error_type FROM {FAILURES_TABLE} "
+               f"WHERE job_id = {self.db.param} ORDER BY seq DESC LIMIT 1) AS t{{n}}")
+        for start in range(0, len(ids), ERROR_TYPE_BATCH):
+            chunk = ids[start:start + ERROR_TYPE_BATCH]
+            sql = " UNION ALL ".join(one.format(n=n) for n in range(len(chunk)))
+            for job_id, category, error_type in self.db.execute_sql(sql, chunk):
+                if error_type and last[job_id] == category:
+                    found[job_id] = error_type
+        return found
 
     def job(self, job_id: Union[uuid.UUID, str], *,
             include_payload: bool = False) -> Optional[JobDetail]:
@@ -139,11 +162,14 @@ class QueueAdmin:
                                   (ident,)).fetchone()
         if row is None:
             return None
-        return JobDetail(**_summary_fields(row),
-                         payload=row[18] if include_payload else None,
-                         idempotency_key=row[14], claimed_at=_maybe_ms(row[15]),
-                         updated_at=_maybe_ms(row[16]), renewals=row[17],
-                         failures=self.failures(ident))
+        history = self.failures(ident)
+        fields = _summary_fields(row)
+        error_type = (history[-1].error_type
+                      if history and history[-1].category is fields["last_failure"] else None)
+        return JobDetail(**fields, payload=row[18] if include_payload else None,
+                         last_error_type=error_type,
+                         idempotency_key=row[15], updated_at=_maybe_ms(row[16]),
+                         renewals=row[17], failures=history)
 
     def failures(self, job_id: Union[uuid.UUID, str]) -> Tuple[FailureRecord, ...]:
         """The job's recorded failed attempts, oldest first (at most the last 20)."""
