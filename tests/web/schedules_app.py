@@ -14,7 +14,7 @@ def add_schedules(scheduler: QueueScheduler) -> QueueScheduler:
     scheduler.every("digest.hourly", timedelta(hours=1), Mail(1), queue="emails",
                     tenant_id="tenant-b")
     scheduler.cron("reports.nightly-summary-for-accounting", "0 2 * * *", Mail(2),
-                   queue="reports", tenant_id="tenant-with-a-long-name-0042",
+                   queue="reports", tenant_id="acct_7f3a9c0e8b7d4e11a3c5",
                    timezone="America/Argentina/Buenos_Aires", catch_up=timedelta(hours=6))
     return scheduler
 

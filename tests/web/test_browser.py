@@ -30,15 +30,16 @@ SHOTS = ("dashboard-overview.png", "dashboard-jobs.png", "dashboard-leased.png",
          "dashboard-dead-letters.png", "dashboard-schedules.png", "dashboard-job.png",
          "dashboard-confirm.png")
 
-# The words (runs of letters and digits) of the matched elements that the browser laid
-# out over more than one line: a word cut in two. A long name may wrap at a space, a
-# hyphen, a slash or the <wbr> after a dot, never inside a word.
+# The words (a date, a time of day, or else a run of letters and digits) of the
+# matched elements that the browser laid out over more than one line: a word cut in
+# two. A long name may wrap at a space, a hyphen, a slash or the <wbr> after a dot,
+# never inside a word; "2026-12-" above "01" is a cut date.
 CUT_WORDS = """
 const cut = [];
 for (const cell of document.querySelectorAll(arguments[0])) {
   const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-    const words = /[A-Za-z0-9_]+/g;
+    const words = /\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|[A-Za-z0-9_]+/g;
     for (let m = words.exec(node.data); m; m = words.exec(node.data)) {
       const range = document.createRange();
       range.setStart(node, m.index);
