@@ -86,6 +86,37 @@ def replay_during(db: peewee.Database, clock: ManualClock, count: int, older: da
     return Race(replayed, done_before)
 
 
+class WorkerThread:
+    """A worker draining ``queue_name`` in a thread on its own connection ``db`` until
+    ``stop()``; ``ran`` counts the jobs it ran, ``errors`` what it raised."""
+
+    def __init__(self, db: peewee.Database, clock: ManualClock, queue_name: str,
+                 **options: object) -> None:
+        from caravel_lite import QueueWorker
+
+        self.ran: List[int] = []
+        self.errors: List[BaseException] = []
+        self._stop = threading.Event()
+        worker = QueueWorker(make_queue(db, clock, **options))
+
+        def work() -> None:
+            try:
+                while not self._stop.is_set():
+                    if worker.run_once(queue_name):
+                        self.ran.append(1)
+            except BaseException as exc:  # reported by the test
+                self.errors.append(exc)
+            finally:
+                worker.close()
+                db.close()
+        self._thread = threading.Thread(target=work)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+
 class InThread:
     """Run ``target`` in a thread; ``running()`` until it returns; ``result()`` its
     value (or its exception, raised)."""

@@ -5,12 +5,11 @@ left alone. Raced for real: an operator's replay (another connection, another th
 while a bulk delete is going, a worker claiming while a bulk discard is going."""
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
 
-from caravel_lite import Dispatch, Failure, InvalidField, JobState, QueueAdmin, QueueWorker
+from caravel_lite import Dispatch, Failure, InvalidField, JobState, QueueAdmin
 from caravel_lite.ids import new_id
 from tests.admin import races
 from tests.admin.seed import Mail, make_queue, seed
@@ -150,32 +149,14 @@ def test_a_worker_claiming_during_discard_many_never_runs_a_discarded_job(db, co
     for start in range(0, count, 400):
         queue.enqueue_many([(Mail(n), Dispatch(queue="drain", tenant_id="t"))
                             for n in range(start, start + 400)])
-    ran = []
-    worker_db = connect()
-    worker = QueueWorker(make_queue(worker_db, clock))
-    stop = threading.Event()
-    errors = []
-
-    def work():
-        try:
-            while not stop.is_set():
-                if worker.run_once("drain"):
-                    ran.append(1)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-        finally:
-            worker.close()
-            worker_db.close()
-
-    thread = threading.Thread(target=work)
-    thread.start()
+    worker = races.WorkerThread(connect(), clock, "drain")
     try:
-        wait_for(lambda: ran or errors, timeout=60, message="the worker's first job")
+        wait_for(lambda: worker.ran or worker.errors, timeout=60,
+                 message="the worker's first job")
         discarded = QueueAdmin(db, clock=clock).discard_many(queue="drain")
     finally:
-        stop.set()
-        thread.join(timeout=60)
-    assert not errors, errors
+        worker.stop()
+    assert not worker.errors, worker.errors
     admin = QueueAdmin(db, clock=clock)
     page = admin.jobs(queue="drain", limit=1000)
     jobs = list(page.jobs)
@@ -185,5 +166,5 @@ def test_a_worker_claiming_during_discard_many_never_runs_a_discarded_job(db, co
     states = [(job.state, job.last_failure) for job in jobs]
     completed = states.count((JobState.COMPLETED, None))
     assert states.count((JobState.DEAD_LETTER, Failure.DISCARDED)) == discarded
-    assert completed + discarded == count and completed == len(ran)
+    assert completed + discarded == count and completed == len(worker.ran)
     assert discarded > 0 and completed > 0  # they overlapped
