@@ -149,7 +149,7 @@ def test_a_worker_claiming_during_discard_many_never_runs_a_discarded_job(db, co
     for start in range(0, count, 400):
         queue.enqueue_many([(Mail(n), Dispatch(queue="drain", tenant_id="t"))
                             for n in range(start, start + 400)])
-    worker = races.WorkerThread(connect(), clock, "drain")
+    worker = races.WorkerThread(connect(), clock, "drain", job_seconds=0.002)
     try:
         wait_for(lambda: worker.ran or worker.errors, timeout=60,
                  message="the worker's first job")
