@@ -200,6 +200,31 @@ class Pruner:
             total += int(n)
         return total
 
+    def delete_matching(self, ids: List[str], condition: str,
+                        params: Sequence[object]) -> int:
+        """Delete those of the jobs ``ids`` that still match ``condition`` when the
+        statement runs (never a leased one), with their failure history, in one
+        transaction; how many went."""
+        p = self.db.param
+        return self._delete_batch(ids, f"state <> {p} AND {condition}",
+                                  (JobState.LEASED.value, *params))
+
+    def delete_each(self, batches: Iterable[List[str]], condition: str,
+                    params: Sequence[object]) -> int:
+        """:meth:`delete_matching` for each list of ids, pausing before each one after
+        the first as :attr:`pacing` says for the time the previous one took (as a
+        prune does, so that workers keep claiming during a large bulk delete); how
+        many jobs went."""
+        deleted = 0
+        pause = 0.0
+        for ids in batches:
+            if pause > 0 and not self.db.in_transaction():
+                self._sleep(pause)
+            began = self._timer()
+            deleted += self.delete_matching(ids, condition, params)
+            pause = self.pacing.pause(self._timer() - began)
+        return deleted
+
     def delete(self, job_id: str, condition: str = "", params: Sequence[object] = ()) -> bool:
         """Delete one job unless it is leased (and unless ``condition`` fails), with its
         failure history. Its idempotency key becomes free again."""
