@@ -4,7 +4,7 @@ caravel_lite expects on each kind of database, the connection layer's own classe
 SQLite URL Peewee would misread, a server whose driver is not installed)."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 from typing import Any, Dict, Optional, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -75,9 +75,20 @@ def check_sqlite_url(url: str) -> None:
 def check_driver(scheme: str) -> None:
     """Raise :class:`MissingDriver` when the driver of a server scheme is missing."""
     modules, extra = _DRIVERS.get(scheme, ((), ""))
-    if modules and not any(importlib.util.find_spec(name) for name in modules):
+    if modules and not any(_importable(name) for name in modules):
         raise MissingDriver(f"{scheme} URLs need the {modules[0]} driver: "
                             f"pip install 'caravel_lite[{extra}]'")
+
+
+def _importable(module: str) -> bool:
+    # Imported, not just found: a driver that is there but cannot load (a missing
+    # libpq, a broken build) is as missing as one not installed. Peewee has already
+    # tried to import each at its own import, so this costs a dictionary lookup.
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
 
 
 def _mysql_session_options() -> Dict[str, Any]:
