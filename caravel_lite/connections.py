@@ -171,8 +171,12 @@ def bounded(db: peewee.Database, seconds: float) -> Iterator[Bound]:
       stopped answering all end the same way). On SQLite the watchdog interrupts the
       connection instead (and SQLite's own ``busy_timeout`` still bounds a lock wait).
     - Whether the interrupted statement committed on the server is unknown, as after
-      any lost reply: the operation recovers by reading back what it owns (a renewal is
-      fenced by its lease and may be repeated).
+      any lost reply, and the operation does NOT recover inside the block (no new
+      connection is opened, no read-back is sent, once the bound fired: any later
+      statement of the block fails the same way at once). Bound only what may simply
+      be repeated: a renewal is fenced by its lease, and its repeat after the bound
+      renews or answers None. (A claim cut short may leave rows leased under its token
+      until their lease expires; a key-less enqueue repeated may be written twice.)
     - The connection is closed when the block ends after the bound fired (outside a
       transaction; inside the caller's, its rollback fails and the dead connection is
       replaced at the next statement outside it), so the thread's next statement opens

@@ -206,7 +206,9 @@ def recovering(dialect: Any, db: peewee.Database, action: Callable[[], T],
     rows holding a claim's lease token, an enqueue's own job id) and finish the work
     from there, so that running it after a committed action, or again after itself,
     does nothing twice. Inside the caller's transaction the error is raised as it is:
-    the transaction is lost and is the caller's to repeat.
+    the transaction is lost and is the caller's to repeat; so is a statement a
+    :func:`~caravel_lite.connections.bounded` block cut short (``StatementTimedOut``):
+    the bound means "stop now", and what the statement did stays unknown to this call.
     """
     try:
         return retrying_statement(dialect, db, action) if statement \
@@ -214,7 +216,10 @@ def recovering(dialect: Any, db: peewee.Database, action: Callable[[], T],
     except DatabaseBusy:
         raise
     except (peewee.OperationalError, peewee.InterfaceError) as exc:
-        if db.in_transaction() or _deliberate(exc) or not dialect.is_disconnect(exc):
+        # A statement cut short by a bound (caravel_lite.connections.bounded) is not
+        # recovered inside it: the bound says stop now, and the caller repeats.
+        if db.in_transaction() or _deliberate(exc) or _timed_out(exc) \
+                or not dialect.is_disconnect(exc):
             raise
         failure: BaseException = exc
     with call_budget(db) as budget:
@@ -239,6 +244,12 @@ def retrying_statement(dialect: Any, db: peewee.Database, action: Callable[[], T
     if getattr(db, "repeats_own_statements", False):
         return action()
     return retrying(dialect, db, action)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    from caravel_lite.connections import StatementTimedOut  # imports caravel_lite.errors
+
+    return isinstance(exc, StatementTimedOut)
 
 
 def _deliberate(exc: BaseException) -> bool:

@@ -81,8 +81,11 @@ class Reconnect(_Database):
         super(Reconnect, self).begin(*args, **kwargs)
 
     def cursor(self, named_cursor: Any = None) -> Any:
-        cursor = super(Reconnect, self).cursor(named_cursor)  # type: ignore[no-untyped-call]
         bound = current_bound(self)
+        if bound is not None and bound.fired:
+            # Past the bound nothing more is sent, nor a connection opened for it.
+            raise _timed_out(bound)
+        cursor = super(Reconnect, self).cursor(named_cursor)  # type: ignore[no-untyped-call]
         if bound is not None:  # the connection this statement is about to be sent on
             bound.watch(self._state.conn)  # type: ignore[attr-defined]
         return cursor
@@ -108,9 +111,7 @@ class Reconnect(_Database):
             self._discard(f"connection lost ({type(exc).__name__})")
         if timed_out:
             assert bound is not None
-            error = StatementTimedOut(
-                f"statement still blocked after the bound of {bound.seconds:g} s "
-                f"(caravel_lite.connections.bounded); its connection was shut down")
+            error = _timed_out(bound)
             error.__cause__ = exc
             return error
         return exc
@@ -127,6 +128,12 @@ class Reconnect(_Database):
 
             messages = self._idle_messages_of = dialect_of(self).idle_messages
         return cast(bytes, messages)
+
+
+def _timed_out(bound: Any) -> StatementTimedOut:
+    return StatementTimedOut(
+        f"statement still blocked after the bound of {bound.seconds:g} s "
+        f"(caravel_lite.connections.bounded); its connection was shut down")
 
 
 reconnects = TransientCounter()  # dead connections closed or replaced, per process
