@@ -94,7 +94,7 @@ class Reconnect(_Database):
         if self.is_closed():
             return  # the next statement opens the first connection
         if known_dead(self._state.conn, self._idle_messages()):  # type: ignore[attr-defined]
-            self._discard("connection found closed before a statement was sent")
+            self._discard("connection lost (found closed before a statement was sent)")
 
     def _failed(self, exc: Exception) -> Exception:
         """What the caller gets for a statement that failed with ``exc``; a dropped

@@ -6,6 +6,7 @@ next statement, once the network is back, runs on a new one. On every database: 
 bounds a statement by interrupting it."""
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
 
@@ -89,3 +90,27 @@ def test_bounded_refuses_a_bound_that_is_not_a_positive_number(db, seconds):
     with pytest.raises(InvalidField, match="seconds"):
         with bounded(db, seconds):
             pass
+
+
+@pytest.mark.backends("postgres")
+def test_postgresql_connections_have_a_tcp_user_timeout_and_keepalives(db_url):
+    """What a real partition (packets dropped, nothing acknowledged) meets without a
+    bound: the kernel gives up on unacknowledged data after tcp_user_timeout."""
+    import socket
+
+    app_db = open_database(db_url)
+    try:
+        conn = app_db.connection()
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+        try:
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 30000
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 30
+        finally:
+            sock.close()
+    finally:
+        app_db.close()
+    # The URL's own choice wins.
+    chosen = open_database(db_url + "?tcp_user_timeout=5000&connect_timeout=3")
+    assert int(chosen.connect_params["tcp_user_timeout"]) == 5000
+    assert int(chosen.connect_params["connect_timeout"]) == 3
