@@ -78,27 +78,20 @@ def known_dead(conn: Any, idle_messages: bytes) -> bool:
 
 
 def interrupt(conn: Any) -> None:
-    """Make whatever blocks on ``conn`` fail now, from another thread: a server
-    connection's socket is shut down in both directions (the blocked read sees the end
-    of the stream at once, also when a black-holing network or proxy would never
-    answer, where TCP's own timeouts never fire because the local end is acknowledged);
-    a SQLite connection is interrupted (``sqlite3.Connection.interrupt``)."""
+    """Make whatever blocks on a server connection fail now, from another thread: its
+    socket is shut down in both directions, so the blocked read sees the end of the
+    stream at once, also when a black-holing network or proxy would never answer
+    (where TCP's own timeouts never fire, the local end being acknowledged)."""
     fd = socket_fd(conn)
-    if fd is not None:
-        sock = socket.socket(fileno=os.dup(fd))
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass  # already shut down or closed
-        finally:
-            sock.close()  # the duplicate only; the driver still owns its descriptor
-        return
-    stop = getattr(conn, "interrupt", None)
-    if callable(stop):
-        try:
-            stop()
-        except Exception:
-            pass  # a closed connection has nothing to interrupt
+    if fd is None:
+        return  # closed already: nothing blocks on it
+    sock = socket.socket(fileno=os.dup(fd))
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already shut down
+    finally:
+        sock.close()  # the duplicate only; the driver still owns its descriptor
 
 
 class Bound:
@@ -168,8 +161,14 @@ def bounded(db: peewee.Database, seconds: float) -> Iterator[Bound]:
       own call in the block's thread, within a few milliseconds of the bound, whatever
       the network does: a watchdog thread shuts the connection's socket down (a
       partition that drops packets, a proxy that black-holes traffic, a server that
-      stopped answering all end the same way). On SQLite the watchdog interrupts the
-      connection instead (and SQLite's own ``busy_timeout`` still bounds a lock wait).
+      stopped answering all end the same way). This is what the PostgreSQL and
+      MariaDB/MySQL databases of :func:`~caravel_lite.dialect.open_database` do
+      (:class:`~caravel_lite.sessions.Reconnect` shows the watchdog each connection).
+    - SQLite has no network to hang on: a statement there waits only for the write
+      lock, at most ``busy_timeout`` per attempt within the call's retry budget
+      (:meth:`caravel_lite.retry.RetryPolicy.worst_case`: 5 s + 2 s + 75 ms with
+      :func:`~caravel_lite.dialect.open_database`'s settings), and the block is not
+      watched; choose a lease margin above that worst case there.
     - Whether the interrupted statement committed on the server is unknown, as after
       any lost reply, and the operation does NOT recover inside the block (no new
       connection is opened, no read-back is sent, once the bound fired: any later

@@ -2,8 +2,9 @@
 blocked past the bound fails with StatementTimedOut, a dropped connection, within a
 moment of the bound, even through a proxy that black-holes the traffic (the local end
 acknowledges every byte, so no TCP timeout fires); the connection is closed and the
-next statement, once the network is back, runs on a new one. On every database: SQLite
-bounds a statement by interrupting it."""
+next statement, once the network is back, runs on a new one. (SQLite has no network:
+a block there is bounded by busy_timeout and the retry budget, and only the argument
+checks and a block within its bound are run on it.)"""
 from __future__ import annotations
 
 import os
