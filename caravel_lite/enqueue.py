@@ -105,7 +105,9 @@ class Enqueuing:
                          now_us: Optional[int] = None) -> EnqueueResult:
         """Write an already validated envelope under ``job_id`` (the relay passes the
         intent's id so that every relay converges on one job). ``now_us``: the
-        enqueue time, when the caller has just read the clock."""
+        enqueue time, when the caller has just read the clock. A lost reply is
+        recovered as :meth:`enqueue`'s: a row found under ``job_id`` is this call's
+        new job."""
         return self._write_envelope(envelope, job_id,
                                     self._now_us() if now_us is None else now_us)
 

@@ -133,7 +133,14 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         """Lease the best due job of ``queue`` (priority, due time, enqueue time, id), or
         return None. Exactly one contender wins a job, across threads and processes.
         Each claim is an attempt. Before claiming, expired leases of ``queue`` whose
-        attempts are used up are dead-lettered and the others made claimable."""
+        attempts are used up are dead-lettered and the others made claimable (logged at
+        WARNING: their jobs are taken over).
+
+        A lost reply (the connection dropped after the claim was sent): the claim's
+        lease token was chosen before sending, so it reads back the rows holding it on
+        a new connection and returns those; none means nothing was committed, and the
+        claim runs again under the same token. No row is left leased under a token
+        nobody holds and no attempt is spent on a job no handler gets."""
         validation.check_queue(queue)
         leases = self._claim_batch(queue, 1).leases
         return leases[0] if leases else None
@@ -145,6 +152,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         guarantees as :meth:`claim`: one winner per job across threads and processes,
         each claim an attempt, expired leases swept first. Fewer than ``limit`` (or
         none) come back when fewer are due or after losing a bounded number of races.
+        A lost reply is recovered as :meth:`claim`'s: the rows holding the claim's
+        token are its leases.
         """
         validation.check_queue(queue)
         return list(self._claim_batch(queue, limit).leases)
@@ -153,7 +162,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         """:meth:`claim_many` that also says whether an empty answer means an empty
         queue: ``contended`` is True when due jobs existed but another claimer took
         every one first (possible only on the portable path of servers without SKIP
-        LOCKED); a caller may then claim again at once rather than wait."""
+        LOCKED); a caller may then claim again at once rather than wait. A lost reply
+        is recovered as :meth:`claim`'s."""
         validation.check_queue(queue_name, "queue_name")
         return self._claim_batch(queue_name, limit)
 
@@ -386,7 +396,10 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
     @budgeted
     def reclaim_expired(self, queue: str) -> int:
         """Sweep ``queue`` now: expired leases with attempts left become claimable again
-        (last failure LEASE_EXPIRED), the others DEAD_LETTER. Returns how many moved."""
+        (last failure LEASE_EXPIRED), the others DEAD_LETTER. Returns how many moved.
+        Its statements are fenced on the rows' state and expiry: after a lost reply
+        they are sent again and match nothing already moved (the count then leaves
+        out what the lost run moved)."""
         validation.check_queue(queue)
         dead, reclaimed = self._claimer.sweep(queue, floor_ms(self._now_us()))
         return dead + reclaimed
