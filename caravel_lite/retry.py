@@ -199,8 +199,8 @@ def recovering(dialect: Any, db: peewee.Database, action: Callable[[], T],
     """Run ``action`` as :func:`retrying` does (``statement``: a single statement, as
     :func:`retrying_statement`); when it fails because the connection dropped outside
     a transaction (its reply lost: the server may or may not have carried it out), run
-    ``recover`` instead, on a new connection, as often as the call's budget allows while
-    the connection keeps dropping.
+    ``recover`` instead, on a new connection: once at once, then again as often as the
+    call's budget allows while the connection keeps dropping.
 
     ``recover`` must find out what the lost action did by reading what it owns (the
     rows holding a claim's lease token, an enqueue's own job id) and finish the work
@@ -223,9 +223,14 @@ def recovering(dialect: Any, db: peewee.Database, action: Callable[[], T],
             raise
         failure: BaseException = exc
     with call_budget(db) as budget:
+        # The first recovery runs whatever is left of the budget (the lost statement
+        # may have taken all of its window): without it what the action did would
+        # stay unknown. Only a recovery that loses its own reply draws on the budget.
+        first = True
         while True:
-            if not budget.spend():
+            if not first and not budget.spend():
                 raise failure
+            first = False
             try:
                 return retrying(dialect, db, recover)
             except DatabaseBusy:
