@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
-from typing import Any, Callable, List, Optional, Sequence, Set, Tuple
+from typing import Any, List, Optional, Sequence, Set, Tuple
 
 import peewee
 
@@ -33,6 +33,7 @@ from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, default_telemetry
 from caravel_lite.options import QueueOptions, resolve_options
 from caravel_lite.registry import JobRegistry, require_registry
+from caravel_lite.fences import Wrote, fenced_write, left_as
 from caravel_lite.retry import budgeted, recovering, retrying
 from caravel_lite.sessions import private_memory
 from caravel_lite.statements import BatchStatements, Statements
@@ -101,31 +102,10 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         return self.db.execute_sql(sql, params)
 
     def _fenced(self, sql: str, params: Sequence[Any], job_id: Optional[str] = None,
-                wrote: Optional[Callable[[Sequence[Any]], bool]] = None) -> int:
-        """Run a conditional UPDATE of one job's row fenced by its lease, retrying lock
-        conflicts; returns rows matched (0 or 1).
-
-        When the reply is lost, the row is read back on a new connection: ``wrote(row)``
-        (row: state, lease_token, lease_expires_at, updated_at) says whether it holds
-        what this call wrote, and then the answer is 1; otherwise the statement is run
-        again, which the fence makes harmless (it matches nothing unless the lease is
-        still owned, and then the first run did not commit). Without ``wrote`` the
-        statement is just run again."""
-        def run() -> int:
-            return int(self.db.execute_sql(sql, params).rowcount)
-
-        def recover() -> int:
-            if wrote is None:
-                return run()
-            row = self.db.execute_sql(self._sql.settled, (job_id,)).fetchone()
-            return 1 if row is not None and wrote(row) else run()
-
-        return recovering(self.dialect, self.db, run, recover, statement=True)
-
-    def _left(self, state: str, now_ms: int) -> Callable[[Sequence[Any]], bool]:
-        """``wrote`` for an operation that ends a lease: the row in ``state``, its lease
-        cleared, last written at this call's ``now_ms``."""
-        return lambda row: row[0] == state and row[1] is None and int(row[3]) == now_ms
+                wrote: Optional[Wrote] = None) -> int:
+        """:func:`caravel_lite.fences.fenced_write` on this queue's database."""
+        return fenced_write(self.dialect, self.db, sql, params, self._sql.settled, job_id,
+                            wrote)
 
     # -- claim -------------------------------------------------------------------------
 
@@ -219,7 +199,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
     def _complete_raw(self, lease: QueueLease, now_ms: int) -> bool:
         ident = lease._id_text()
         return self._fenced(self._sql.complete, (now_ms, now_ms, ident, lease._token, now_ms),
-                            ident, self._left(COMPLETED, now_ms)) == 1
+                            ident, left_as(COMPLETED, now_ms)) == 1
 
     @budgeted
     def complete_many(self, leases: Sequence[QueueLease]) -> List[bool]:
@@ -331,7 +311,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
             sql, params = self._sql.retry, (due_ms, failure.value, now_ms) + ident
             outcome = "retried"
         state = DEAD if outcome == "deadlettered" else PENDING
-        left = self._left(state, now_ms)
+        left = left_as(state, now_ms)
 
         def record() -> bool:
             return self._failures.fail(sql, params, ident[0], lease.attempt, failure.value,
@@ -364,7 +344,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         now_ms = floor_ms(self._now_us())
         ident = lease._id_text()
         released = self._fenced(self._sql.release, (now_ms, ident, lease._token, now_ms),
-                                ident, self._left(PENDING, now_ms)) == 1
+                                ident, left_as(PENDING, now_ms)) == 1
         if released:
             self.telemetry.count("released", lease.context.queue)
         return released
@@ -388,7 +368,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         due_ms = ceil_ms(now_us + duration_micros(delay))
         ident = lease._id_text()
         snoozed = self._fenced(self._sql.snooze, (due_ms, now_ms, ident, lease._token, now_ms),
-                               ident, self._left(PENDING, now_ms)) == 1
+                               ident, left_as(PENDING, now_ms)) == 1
         if snoozed:
             self.telemetry.count("snoozed", lease.context.queue)
         return snoozed
