@@ -130,10 +130,10 @@ def filters_of(args: argparse.Namespace) -> Dict[str, Any]:
 
 class AdminSession:
     """A QueueAdmin over the command's database, checked to be fully migrated; the
-    connection is closed on exit."""
+    connection is closed on exit. A SQLite file that is not there is never created."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        self.db = common.open_argument(args)
+        self.db = common.open_argument(args, existing=True)
 
     def __enter__(self) -> QueueAdmin:
         check_schema(self.db)
