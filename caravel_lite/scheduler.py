@@ -193,6 +193,20 @@ class QueueScheduler:
                  if at is not None]
         return min(found) if found else None
 
+    def _next_unhandled_ms(self, now_us: int) -> Optional[int]:
+        """The earliest start of a slot after the reading each schedule was last handled
+        at (after ``now_us`` for one not handled yet). A pass that ran past a slot's
+        start leaves that slot unhandled: it is at or before ``now_us``, so :meth:`run`
+        passes again at once rather than sleeping until the next slot, which would make
+        it a missed slot (only the newest is enqueued)."""
+        with self._lock:
+            since = [(s, self._handled[s.name]) for s in self._schedules.values()]
+        found = [at for at in (s.timing.next_after_ms(now_us if handled is None
+                                                       else min(handled, now_us))
+                               for s, handled in since)
+                 if at is not None]
+        return min(found) if found else None
+
     def run(self, stop: Optional[threading.Event] = None, *,
             max_outage: Union[None, float, timedelta] = None) -> None:
         """Enqueue due slots until ``stop`` is set, sleeping until the next slot is due
@@ -225,7 +239,7 @@ class QueueScheduler:
             if policy is not None:
                 policy.succeeded()
             now_us = self._now_us()
-            upcoming_ms = self._next_due_ms(now_us)
+            upcoming_ms = self._next_unhandled_ms(now_us)
             wait = cap
             if upcoming_ms is not None:
                 # Wake one millisecond after the slot starts, so that the clock read on
