@@ -423,18 +423,25 @@ def _from_plain(tp: Any, data: Any, path: str) -> Any:
 # What a field's annotation may name: the types _from_plain decodes (and _to_plain
 # encodes to the text they decode from).
 _LEAF_TYPES = (bool, int, float, str, uuid.UUID, decimal.Decimal, dt.datetime, dt.date)
-_ENUM_VALUES = (str, int, float, bool)
+_ENUM_VALUES = (str, int, float, bool, type(None))
 SUPPORTED = ("str, int, float, bool, None, UUID, Decimal, datetime, date, an Enum of "
              "scalars, a dataclass, list[X], tuple[X, ...], tuple[X, Y], dict[str, X], "
              "Optional or Union of these, Any")
+
+
+class UnresolvedAnnotations(InvalidField):
+    """A job type's annotations name something not defined (yet): a forward reference
+    to a class defined after the type is registered resolves later, so this can only be
+    judged when its jobs are first stored."""
 
 
 def check_job_type(job_type: type) -> None:
     """Refuse, as ``InvalidField("job_type")`` naming the field, a dataclass type whose
     jobs could never be stored and decoded again: an annotation the decoder has no rule
     for (``set[str]``, ``bytes``, ``dict[int, str]``, a class of its own), annotations
-    that do not resolve, or a field the constructor does not take (``init=False``).
-    A type that passes may still be given values that do not fit (checked at enqueue)."""
+    that do not resolve (:class:`UnresolvedAnnotations` when a name is not defined), or
+    a field the constructor does not take (``init=False``). A type that passes may
+    still be given values that do not fit (checked at enqueue)."""
     _check_dataclass(job_type, job_type.__name__, set())
 
 
@@ -445,8 +452,9 @@ def _check_dataclass(cls: type, path: str, seen: Set[type]) -> None:
     try:
         hints = _hints(cls)
     except Exception as exc:
-        raise InvalidField("job_type", f"{path}: its annotations do not resolve "
-                           f"({type(exc).__name__}), so its jobs could not be decoded") from None
+        refused = UnresolvedAnnotations if isinstance(exc, NameError) else InvalidField
+        raise refused("job_type", f"{path}: its annotations do not resolve "
+                      f"({type(exc).__name__}), so its jobs could not be decoded") from None
     for f in dataclasses.fields(cls):
         where = f"{path}.{f.name}"
         if not f.init:
@@ -480,7 +488,7 @@ def _check_hint(hint: Any, path: str, seen: Set[type]) -> None:
             if all(isinstance(m.value, _ENUM_VALUES) for m in hint):
                 return
             raise InvalidField("job_type", f"field {path}: {hint.__name__}'s values are "
-                               f"not all str, int, float or bool")
+                               f"not all str, int, float, bool or None")
         if hint in _LEAF_TYPES:
             return
     raise InvalidField("job_type", f"field {path}: {_shown(hint)} cannot be stored in a "
