@@ -320,7 +320,11 @@ _UNION_TYPES: Tuple[Any, ...] = (typing.Union, types.UnionType)  # Optional[X], 
 
 
 _BARE_CONTAINERS = {list: typing.List[Any], dict: typing.Dict[str, Any],
-                    tuple: typing.Tuple[Any, ...]}
+                    tuple: typing.Tuple[Any, ...],
+                    # typing's bare aliases have no arguments either; a bare Tuple
+                    # read as "exactly no items" refused every non-empty tuple
+                    typing.List: typing.List[Any], typing.Dict: typing.Dict[str, Any],
+                    typing.Tuple: typing.Tuple[Any, ...]}
 
 
 def _from_plain(tp: Any, data: Any, path: str) -> Any:
