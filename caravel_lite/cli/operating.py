@@ -72,7 +72,12 @@ def job_id(text: str) -> str:
 
 def job_id_prefix(text: str) -> str:
     """A job id or its beginning (hex digits, hyphens allowed), as typed (argparse
-    type); which job it names is looked up by the command."""
+    type); which job it names is looked up by the command. A whole id is taken in every
+    form the other commands take (``{...}``, ``urn:uuid:...``)."""
+    try:
+        return str(uuid.UUID(text.strip()))
+    except ValueError:
+        pass  # not a whole id: perhaps its beginning
     try:
         prefix_bounds(text)
     except InvalidField:

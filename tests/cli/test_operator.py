@@ -52,6 +52,12 @@ def test_the_jobs_table_shows_whole_ids_that_show_takes_back(db, db_url):
         assert ok(db_url, "show", job_id).splitlines()[0].split() == ["job", job_id]
 
 
+def test_show_takes_a_whole_id_in_the_forms_replay_and_delete_take(db, db_url):
+    (job_id,) = enqueue(db, 1)
+    for written in ("{" + job_id + "}", f"urn:uuid:{job_id}", job_id.upper()):
+        assert json.loads(ok(db_url, "show", written, "--json"))["job_id"] == job_id, written
+
+
 def test_show_takes_the_unique_beginning_of_an_id(db, db_url):
     made = enqueue(db, 3)
     first = made[0]
