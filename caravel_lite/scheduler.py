@@ -156,7 +156,10 @@ class QueueScheduler:
         now_us = self._now_us()
         handled = self._handled[schedule.name]
         if handled is not None and now_us < handled:
-            handled = None  # the clock stepped back: look again, enqueue is idempotent
+            # The clock stepped back: the pass that read the later time handled every
+            # slot due up to now. Looking at them again is not harmless, since a slot
+            # whose job was pruned (at min_prune_age) would be enqueued anew.
+            handled = now_us
         created = 0
         for slot in schedule.due(now_us, handled):
             try:

@@ -430,6 +430,30 @@ def _finish_all(queue) -> None:
         assert queue.complete(lease)
 
 
+def test_a_clock_that_steps_back_does_not_run_a_slot_pruned_at_min_prune_age(db):
+    """An NTP step of under a second, back across a slot's start, after a prune at the
+    age min_prune_age allows: the slot was handled, and is not enqueued again."""
+    from caravel_lite import QueueAdmin
+    clock = ManualClock(T0 + timedelta(milliseconds=100))
+    scheduler = scheduler_at(db, clock)
+    every_minute(scheduler)
+    assert scheduler.run_once() == 1  # T0's slot
+    _finish_all(scheduler.queue)
+    clock.advance(MINUTE + timedelta(milliseconds=200))
+    assert scheduler.run_once() == 1  # the next minute's
+    _finish_all(scheduler.queue)
+    admin = QueueAdmin(db, clock=clock)
+    assert admin.prune(scheduler.min_prune_age(), scheduler=scheduler) == 1  # T0's job
+    clock.set(T0 + timedelta(seconds=59, milliseconds=500))  # back into T0's minute
+    assert scheduler.run_once() == 0
+    clock.set(T0 + MINUTE + timedelta(seconds=1))  # and on again: nothing new either
+    assert scheduler.run_once() == 0
+    clock.advance(MINUTE)
+    assert scheduler.run_once() == 1  # the minute after is enqueued as usual
+    first = (T0 - datetime(1970, 1, 1, tzinfo=UTC)) // MINUTE
+    assert [slot_of(k) - first for k in keys(db)] == [1, 2]
+
+
 def test_the_retention_rule_pruning_within_the_catch_up_window_runs_slots_again(db):
     clock = ManualClock(T0)
     first = scheduler_at(db, clock)
