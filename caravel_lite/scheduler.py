@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from caravel_lite import cron as cron_rules
 from caravel_lite.clock import from_ms, now_micros
@@ -136,23 +136,31 @@ class QueueScheduler:
         many jobs were newly enqueued (a slot some scheduler already enqueued counts 0).
 
         A slot whose job exists with another payload raises
-        :class:`QueueIdempotencyConflict`; the schedules before it keep their jobs and
-        the slot is tried again on the next pass.
+        :class:`QueueIdempotencyConflict` (an invalid one ``InvalidField``), the first
+        such, once every other due slot, of its schedule and of the others, has been
+        enqueued; its schedule's slots are tried again on the next pass.
         """
         return self._pass(raise_errors=True)
 
     def _pass(self, raise_errors: bool) -> int:
         created = 0
+        refused: Optional[Exception] = None
         with self._lock:
             for schedule in list(self._schedules.values()):
-                created += self._enqueue_due(schedule, raise_errors)
+                count, error = self._enqueue_due(schedule, raise_errors)
+                created += count
+                refused = refused or error
+        if refused is not None:
+            raise refused
         return created
 
-    def _enqueue_due(self, schedule: Schedule, raise_errors: bool) -> int:
-        """Enqueue the slots of ``schedule`` due at one clock reading. With
-        ``raise_errors`` the first slot that fails raises and nothing is marked
-        handled, so the next pass tries every slot again (enqueue is idempotent).
-        Otherwise a failing slot is logged and skipped and the others are enqueued."""
+    def _enqueue_due(self, schedule: Schedule,
+                     raise_errors: bool) -> Tuple[int, Optional[Exception]]:
+        """Enqueue the slots of ``schedule`` due at one clock reading; a slot that
+        fails does not hold up the others. With ``raise_errors`` the first failure is
+        returned, for the pass to raise, and nothing is marked handled, so the next
+        pass tries every slot again (enqueue is idempotent). Otherwise a failing slot
+        is logged and skipped."""
         now_us = self._now_us()
         handled = self._handled[schedule.name]
         if handled is not None and now_us < handled:
@@ -161,6 +169,7 @@ class QueueScheduler:
             # whose job was pruned (at min_prune_age) would be enqueued anew.
             handled = now_us
         created = 0
+        failed: Optional[Exception] = None
         for slot in schedule.due(now_us, handled):
             try:
                 result = self.queue.enqueue(schedule.decode_job(), Dispatch(
@@ -168,7 +177,8 @@ class QueueScheduler:
                     idempotency_key=slot.key))
             except (QueueIdempotencyConflict, InvalidField) as exc:
                 if raise_errors:
-                    raise
+                    failed = failed or exc
+                    continue
                 # The schedule's own fault (a changed payload, a payload over the
                 # queue's limit) for this slot: say so and go on with its other slots.
                 # The slot counts as handled so that the log is not repeated each poll.
@@ -179,10 +189,12 @@ class QueueScheduler:
                 created += 1
                 logger.info("schedule %s: enqueued slot %s as job %s", schedule.name,
                             slot.key, result.job_id)
+        if failed is not None:
+            return created, failed
         # Handled up to the reading the due slots were computed from, not a later one:
         # a slot that began meanwhile is due on the next pass.
         self._handled[schedule.name] = now_us
-        return created
+        return created, None
 
     # -- the loop ------------------------------------------------------------------------
 

@@ -116,7 +116,7 @@ def test_a_changed_payload_for_an_enqueued_slot_conflicts_and_keeps_the_original
     with pytest.raises(QueueIdempotencyConflict):
         new.run_once()
     stored = sorted(k.split(":")[1] for k in keys(db))
-    assert stored == ["early", "report"]  # the schedule before it kept its job; none after
+    assert stored == ["early", "late", "report"]  # the conflict held up no other schedule
     assert encode(Report("v1")) in payloads(db)
     assert encode(Report("v2")) not in payloads(db)
     with pytest.raises(QueueIdempotencyConflict):  # the slot is tried again, not forgotten
@@ -124,6 +124,25 @@ def test_a_changed_payload_for_an_enqueued_slot_conflicts_and_keeps_the_original
     clock.advance(MINUTE)  # the next slot takes the new payload
     assert new.run_once() == 3
     assert encode(Report("v2")) in payloads(db)
+
+
+def test_run_once_enqueues_the_catch_up_slots_besides_a_conflict_then_raises(db):
+    """`scheduler --once` from an external cron: a changed payload in one slot held up
+    that schedule's later slots and every schedule after it, at each run."""
+    clock = ManualClock(T0)
+    old = scheduler_at(db, clock)
+    every_minute(old, "report", Report("v1"))
+    assert old.run_once() == 1  # T0's slot, with the old payload
+    clock.advance(timedelta(minutes=3))
+    new = scheduler_at(db, clock)
+    every_minute(new, "report", Report("v2"), catch_up=timedelta(minutes=5))
+    every_minute(new, "billing", Tick(3))
+    with pytest.raises(QueueIdempotencyConflict):
+        new.run_once()
+    first = (T0 - datetime(1970, 1, 1, tzinfo=UTC)) // MINUTE
+    assert sorted(slot_of(k) - first for k in keys(db) if ":report:" in k) == [-2, -1, 0, 1, 2, 3]
+    assert [slot_of(k) - first for k in keys(db) if ":billing:" in k] == [3]
+    assert payloads(db).count(encode(Report("v1"))) == 1  # the original kept
 
 
 def _run_until(scheduler: QueueScheduler, done, message: str) -> None:
