@@ -61,6 +61,7 @@ from caravel_lite.errors import InvalidField
 from caravel_lite.observability import logger
 from caravel_lite.schema import JOBS_TABLE
 from caravel_lite.values import JobState, Priority
+from caravel_lite.worker.wakeup import Wakeup
 
 __all__ = ["Wakeup", "Waiter", "PollWaiter", "DataVersionWaiter", "NotifyWaiter",
            "waiter_for", "CHANNEL"]
@@ -99,52 +100,6 @@ DUE_READ_KEPT = 0.05
 
 _PENDING = JobState.PENDING.value
 _LEASED = JobState.LEASED.value
-
-
-class Wakeup:
-    """A flag any thread can raise to end the worker's wait at once: an event plus a
-    self-pipe, so that a waiter blocked in ``select()`` on a socket returns too."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._read, self._write = os.pipe()
-        os.set_blocking(self._read, False)
-        os.set_blocking(self._write, False)
-
-    def set(self) -> None:
-        if self._event.is_set():
-            return
-        self._event.set()
-        try:
-            os.write(self._write, b"!")
-        except (BlockingIOError, OSError):  # full (already readable) or closed
-            pass
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    def clear(self) -> None:
-        # Drain first, then clear: a set() in between leaves a byte behind, which costs
-        # one spurious wake-up, never a lost one.
-        try:
-            while os.read(self._read, 512):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-        self._event.clear()
-
-    def wait(self, timeout: Optional[float]) -> bool:
-        return self._event.wait(timeout)
-
-    def fileno(self) -> int:
-        return self._read
-
-    def close(self) -> None:
-        for fd in (self._read, self._write):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
 
 
 def _probe_sql(p: str, queue_count: int) -> str:
