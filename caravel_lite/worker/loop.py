@@ -100,7 +100,7 @@ class RunLoop:
                     return
                 self.hand_back_stale()
                 self.start_waiting()
-                free = self.concurrency - self.slots_taken
+                free = max(self.concurrency - self.slots_taken, 0)
                 want = self.plan.want(free, len(self.waiting) + self.queued_in_slots())
                 if want and not empty:
                     self.acks.flush()
@@ -192,11 +192,20 @@ class RunLoop:
                                 or Settlement(Outcome.RELEASED), batch=True)
 
     def start_waiting(self) -> None:
-        """Hand the waiting jobs, in claim order, to the free slots: an async job to
-        the event loop, sync ones in runs (:data:`RUN_BUDGET`)."""
+        """Hand the waiting jobs, in claim order, to the slots: an async job to the
+        event loop when a slot is free, sync ones in runs (:data:`RUN_BUDGET`). While
+        runs are short, each slot also gets one run queued behind the one it runs, so
+        that a pool thread goes on at once instead of waiting for the loop's next pass
+        (the pool's threads still run at most ``concurrency`` jobs at once)."""
         registry = self.queue.registry
-        while self.slots_taken < self.concurrency and self.waiting:
+        while self.waiting:
             free = self.concurrency - self.slots_taken
+            if free <= 0 and not (self.slots_taken < 2 * self.concurrency
+                                  and self.runs_are_short()):
+                return
+            definition = registry.for_name(self.waiting[0].wire_name)
+            if definition is not None and definition.is_async and free <= 0:
+                return  # an async job needs a free slot; the ones after it wait too
             first = self.settler.admit(self.waiting.popleft(), batch=True)
             if first is None:
                 continue
@@ -206,7 +215,7 @@ class RunLoop:
                 self.executor.spawn(functools.partial(self.slot.run_async, first))
                 continue
             batch = [first]
-            length = self.run_length(free)
+            length = self.run_length(max(free, 1))
             while len(batch) < length and self.waiting:
                 definition = registry.for_name(self.waiting[0].wire_name)
                 if definition is not None and definition.is_async:
@@ -216,6 +225,10 @@ class RunLoop:
                     self.running[id(execution)] = execution
                     batch.append(execution)
             self.executor.submit(functools.partial(self.slot.run, batch))
+
+    def runs_are_short(self) -> bool:
+        average = self.plan.average
+        return average is not None and RUN_BUDGET / max(average, 1e-6) >= 2
 
     def run_length(self, free: int) -> int:
         average = self.plan.average
