@@ -206,10 +206,13 @@ class Supervisor:
 
     def release(self, control: JobControl) -> None:
         """The handler returned: stop supervising ``control`` once any renewal in
-        flight has landed (so ``control.lease`` and ``control.reason`` are final)."""
+        flight has landed (so ``control.lease`` and ``control.reason`` are final).
+        A job whose lease was lost needs nothing more from a renewal (its outcome writes
+        nothing), so its thread does not wait for one stuck on the database."""
         control.done = True
-        with control.busy:
-            pass
+        if control.reason != LEASE_LOST:
+            with control.busy:
+                pass
         with self.lock:
             self._controls.pop(id(control), None)
 
