@@ -268,14 +268,15 @@ class RunLoop:
         """End the run, however it ends (``cause``: None for a stop, else what ended
         it). Hands back every job that did not start (waiting, or handed to a slot that
         had not reached it), tells running handlers to stop and waits for them up to
-        ``shutdown_timeout`` (not at all after ``KeyboardInterrupt`` or ``SystemExit``,
-        nor once a second one arrives during the wait), writes every outcome it holds,
-        then ends the run's threads. Raises the first database error only when nothing
-        else ended the run (``cause`` is then re-raised by the caller)."""
+        ``shutdown_timeout`` (not at all after ``KeyboardInterrupt`` or ``SystemExit``),
+        writes every outcome it holds, then ends the run's threads. A further interrupt
+        on the way ends the step it hits (a wait, or one write), not the rest. Raises
+        only when nothing else ended the run (the caller re-raises ``cause``): that
+        further interrupt, else the first database error."""
         self.inbox.stopping = True
+        self.inbox.listening = True  # from now on every report wakes the wait below
         self.settler.stopping = True
-        errors: List[Exception] = []
-        interrupted: Optional[BaseException] = None
+        out = _Exit()
         unstarted = list(self.waiting)
         self.waiting.clear()
         for key, execution in list(self.running.items()):
@@ -284,54 +285,62 @@ class RunLoop:
                 unstarted.append(execution.control.lease)
             else:
                 execution.control.cancel(CANCELLED)
-        self._release(unstarted, errors)
+        out.attempt(lambda: self._release(unstarted))
         patience = (0.0 if isinstance(cause, (KeyboardInterrupt, SystemExit))
                     else self.shutdown_timeout)
-        deadline = time.monotonic() + patience
-        try:
-            while True:
-                self.wakeup.clear()
-                self._attempt(self.take_reports, errors)
-                remaining = deadline - time.monotonic()
-                if not self.running or remaining <= 0:
-                    break
-                self.wakeup.wait(remaining)
-        except (KeyboardInterrupt, SystemExit) as exc:  # a second interrupt: stop waiting
-            interrupted = exc
-        self._attempt(self.take_reports, errors)
-        self._attempt(self.acks.flush, errors)
+        out.attempt(lambda: self._wait_for_running(time.monotonic() + patience, out))
+        out.attempt(self.take_reports)
+        out.attempt(self.acks.flush)
         if self.running:
-            logger.warning("%d handler(s) still running after the shutdown timeout "
-                           "(%.0f s); their jobs stay leased until their leases expire",
+            logger.warning("%d handler(s) still running when the worker stopped (after "
+                           "%.1f s); their jobs stay leased until their leases expire",
                            len(self.running), patience)
             self.running.clear()
         self.slots_taken = 0
-        self.supervisor.close()
-        self.executor.close()
+        out.attempt(self.supervisor.close)
+        out.attempt(self.executor.close)
         if cause is not None:
-            if errors:
+            if out.errors:
                 logger.warning("worker could not write all it held on the way out: %s",
-                               type(errors[0]).__name__)
+                               type(out.errors[0]).__name__)
             return
-        if interrupted is not None:
-            raise interrupted
-        if errors:
-            raise errors[0]
+        if out.interrupt is not None:
+            raise out.interrupt
+        if out.errors:
+            raise out.errors[0]
 
-    def _release(self, leases: List[QueueLease], errors: List[Exception]) -> None:
+    def _wait_for_running(self, deadline: float, out: "_Exit") -> None:
+        """Settle reports as they come until nothing runs or ``deadline`` passes."""
+        while True:
+            self.wakeup.clear()
+            out.attempt(self.take_reports)
+            remaining = deadline - time.monotonic()
+            if not self.running or remaining <= 0:
+                return
+            self.wakeup.wait(remaining)
+
+    def _release(self, leases: List[QueueLease]) -> None:
         for index, lease in enumerate(leases):
             try:
                 self.acks.release(lease)
             except Exception as exc:  # the database is away: the rest would fail too
-                errors.append(exc)
                 logger.warning("%d unstarted job(s) not handed back (%s); they are taken "
                                "again once their leases expire", len(leases) - index,
                                type(exc).__name__)
-                return
+                raise
 
-    @staticmethod
-    def _attempt(step: Callable[[], None], errors: List[Exception]) -> None:
+
+class _Exit:
+    """What went wrong on the way out of a run: database errors, a further interrupt."""
+
+    def __init__(self) -> None:
+        self.errors: List[Exception] = []
+        self.interrupt: Optional[BaseException] = None
+
+    def attempt(self, step: Callable[[], None]) -> None:
         try:
             step()
         except Exception as exc:
-            errors.append(exc)
+            self.errors.append(exc)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            self.interrupt = self.interrupt or exc

@@ -156,3 +156,37 @@ def test_a_run_after_a_handler_abandoned_at_the_shutdown_timeout_starts_its_job(
         second.join()
     finally:
         release.set()
+
+
+def test_a_second_sigint_during_the_stop_still_writes_what_finished(db, connect):
+    registry = JobRegistry()
+    stop = threading.Event()
+    release = threading.Event()
+    started = threading.Event()
+    main = threading.main_thread().ident
+
+    @registry.job("tests.step.v1", Step)
+    def handle(job: Step, ctx: JobContext) -> None:
+        if job.n == 0:
+            started.set()
+            release.wait(30)  # ignores the cancellation: the stop waits for it
+            return
+        assert started.wait(10)
+        stop.set()  # the first SIGINT
+        assert ctx.cancelled.wait(10)
+        # The second SIGINT, once this job's outcome is with the stopping worker.
+        threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT)).start()
+
+    queue = DatabaseQueue(db, registry, options(lease=30))
+    ids = [enqueue(queue, Step(n)) for n in range(2)]
+    worker = QueueWorker(DatabaseQueue(connect(), registry, options(lease=30)),
+                         concurrency=2, shutdown_timeout=20)
+    began = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            worker.run(QUEUE, stop=stop)
+    finally:
+        release.set()
+    assert time.monotonic() - began < 10  # not the 20 s shutdown timeout
+    assert status(queue, ids[1]).state is JobState.COMPLETED  # returned: written
+    assert status(queue, ids[0]).state is JobState.LEASED     # abandoned
