@@ -215,7 +215,8 @@ class RunLoop:
                 self.executor.spawn(functools.partial(self.slot.run_async, first))
                 continue
             batch = [first]
-            length = self.run_length(max(free, 1))
+            # A run queued ahead takes its share of the waiting jobs among all slots.
+            length = self.run_length(free if free > 0 else self.concurrency)
             while len(batch) < length and self.waiting:
                 definition = registry.for_name(self.waiting[0].wire_name)
                 if definition is not None and definition.is_async:

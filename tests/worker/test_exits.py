@@ -190,3 +190,22 @@ def test_a_second_sigint_during_the_stop_still_writes_what_finished(db, connect)
     assert time.monotonic() - began < 10  # not the 20 s shutdown timeout
     assert status(queue, ids[1]).state is JobState.COMPLETED  # returned: written
     assert status(queue, ids[0]).state is JobState.LEASED     # abandoned
+
+
+@pytest.mark.parametrize("raised", [SystemExit, KeyboardInterrupt])
+def test_run_once_writes_the_failure_before_raising_an_interrupt_again(db, raised):
+    registry = JobRegistry()
+
+    @registry.job("tests.step.v1", Step)
+    def handle(job: Step, ctx: JobContext) -> None:
+        raise raised(2)
+
+    queue = DatabaseQueue(db, registry, options(lease=30, max_attempts=3))
+    job_id = enqueue(queue, Step(0))
+    worker = QueueWorker(queue)
+    with pytest.raises(raised):  # in the caller's thread it may be the process's own
+        worker.run_once(QUEUE)
+    worker.close()
+    found = status(queue, job_id)  # one outcome, written: a failed attempt, retried
+    assert (found.state, found.attempts, found.last_failure) == (
+        JobState.PENDING, 1, Failure.HANDLER_FAILED)
