@@ -21,6 +21,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
+from caravel_lite.observability import logger
 from caravel_lite.values import JobContext, QueueLease
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ LINGER_TICKS = 10
 # ...and after this many idle seconds the thread ends (the next job starts a new one).
 IDLE_WAITS = 5
 IDLE_WAIT = 1.0
+# How long closing waits for the renewer to end (it may be inside a renewal).
+RENEWER_JOIN = 2.0
 
 
 class JobControl:
@@ -226,10 +229,16 @@ class Supervisor:
         (their leases run out)."""
         with self.lock:
             self._controls.clear()
-            threads = [self.deadlines.close(), self.renewer.close()]
-        for thread in threads:
-            if thread is not None and thread is not threading.current_thread():
-                thread.join()
+            keeper, renewer = self.deadlines.close(), self.renewer.close()
+        if keeper is not None and keeper is not threading.current_thread():
+            keeper.join()
+        if renewer is not None and renewer is not threading.current_thread():
+            # A renewal stuck on the database does not hold the stop up: the thread
+            # ends once its statement returns (or serves the next run, if one starts).
+            renewer.join(RENEWER_JOIN)
+            if renewer.is_alive():
+                logger.warning("a lease renewal is still waiting on the database; the "
+                               "worker stops without it")
 
     @property
     def running(self) -> bool:

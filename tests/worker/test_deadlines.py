@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Dict
 
+import pytest
+
 from caravel_lite import DatabaseQueue, JobContext, JobRegistry, JobState, QueueWorker
 
 from tests.support import wait_for
@@ -76,3 +78,36 @@ def test_a_stuck_renewal_does_not_hold_back_the_deadline(db, connect, backend, c
     # Never acknowledged as completed: its lease was lost (the worker may have taken
     # it again once it expired, and handed it back at the stop).
     assert status(queue, job_id).state in (JobState.LEASED, JobState.PENDING)
+
+
+@pytest.mark.backends("postgres", "mysql")  # SQLite's one write lock stops every write
+def test_a_stop_does_not_wait_for_a_stuck_renewal(db, connect, backend):
+    registry = JobRegistry()
+    started = threading.Event()
+
+    @registry.job("tests.work.v1", Work)
+    def handle(job: Work, ctx: JobContext) -> None:
+        started.set()
+        ctx.cancelled.wait(30)
+
+    opts = options(lease=30, renew=0.2)
+    queue = DatabaseQueue(db, registry, opts)
+    job_id = enqueue(queue, Work("stuck"))
+    intruder = connect()
+    intruder.connect()
+    stop = threading.Event()
+    running = WorkerThread(QueueWorker(DatabaseQueue(connect(), registry, opts),
+                                       shutdown_timeout=0.5), stop).start()
+    try:
+        assert started.wait(10)
+        _lock_row(intruder, backend, str(job_id))
+        time.sleep(0.5)  # the renewals (every 0.2 s) now wait for the lock
+        stop.set()
+        began = time.monotonic()
+        running.join(20)
+        took = time.monotonic() - began
+    finally:
+        intruder.rollback()
+        intruder.close()
+    # The shutdown timeout, then at most a short wait for the renewer: not the lock.
+    assert took < 5, took
