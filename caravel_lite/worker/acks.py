@@ -11,12 +11,13 @@ acknowledged twice.
 from __future__ import annotations
 
 import threading
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 from caravel_lite import failures
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outcomes import Snooze
+from caravel_lite.queue import backoff_micros
 from caravel_lite.values import Failure, QueueLease
 
 if TYPE_CHECKING:
@@ -99,13 +100,20 @@ class Acknowledgements:
         error or None). The failure history keeps the category and ``error``'s type and
         raise site (its message never leaves this process, unless the application's
         ``describe_failure`` says otherwise). Back to PENDING after the backoff, or
-        DEAD_LETTER."""
-        if error is not None and failure in (Failure.HANDLER_FAILED, Failure.DISCARDED):
-            logger.warning("job %s on queue %s: handler raised %s at %s (%s)", lease.job_id,
-                           lease.context.queue, failures.qualified_name(type(error)),
-                           failures.raise_site(error) or "an unknown site", failure.value)
-        return self._write("failure", lease,
-                           lambda: self.queue.fail(lease, failure, error=error))
+        DEAD_LETTER. Once written, one warning says which: ``attempt 2/3, retry at
+        <time>`` or ``attempt 3/3, dead-lettered``."""
+        def write() -> bool:
+            # What fail() decides, told in advance by the same rule (and backoff).
+            dead = lease.attempt >= lease._max_attempts or failure is Failure.DISCARDED
+            retry_at = None if dead else self.queue.clock() + timedelta(
+                microseconds=backoff_micros(self.queue.options, lease.attempt))
+            done = self.queue.fail(lease, failure, error=error)
+            if done:
+                logger.warning("job %s on queue %s: %s; %s", lease.job_id,
+                               lease.context.queue, _failure_text(failure, error),
+                               _attempt_text(lease, retry_at))
+            return done
+        return self._write("failure", lease, write)
 
     def snooze(self, lease: QueueLease, snooze: Snooze) -> bool:
         done = self._write("snooze", lease, lambda: self.queue.snooze(lease, snooze.delay))
@@ -149,3 +157,17 @@ class Acknowledgements:
         elif what.endswith("completion"):
             logger.info("job %s on queue %s completed (attempt %d)", lease.job_id,
                         lease.context.queue, lease.attempt)
+
+
+def _failure_text(failure: Failure, error: Optional[BaseException]) -> str:
+    if error is not None and failure in (Failure.HANDLER_FAILED, Failure.DISCARDED):
+        return (f"handler raised {failures.qualified_name(type(error))} at "
+                f"{failures.raise_site(error) or 'an unknown site'} ({failure.value})")
+    return f"failed without running ({failure.value})"
+
+
+def _attempt_text(lease: QueueLease, retry_at: Optional[datetime]) -> str:
+    attempt = f"attempt {lease.attempt}/{lease._max_attempts}"
+    if retry_at is None:
+        return f"{attempt}, dead-lettered"
+    return f"{attempt}, retry at {retry_at.isoformat(timespec='milliseconds')}"

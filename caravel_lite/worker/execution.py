@@ -12,7 +12,12 @@ handler did and what the supervisor saw; the worker's loop then writes it. The r
 - a handler that raised after being cancelled by shutdown leaves its job leased, to be
   taken again once the lease expires (it was told to stop; its error says nothing
   about the job);
-- any other exception is a handler failure.
+- anything else a handler raises is a handler failure: any ``Exception``, and any other
+  ``BaseException`` too (``SystemExit``, ``KeyboardInterrupt``, a ``CancelledError`` the
+  worker did not cause), so every started execution reaches exactly one outcome and is
+  reported exactly once, whatever the handler raised. Where the handler ran in the
+  caller's thread (``run_once``), a ``KeyboardInterrupt`` or ``SystemExit`` is raised
+  again once its outcome was reported: there it may be the process being interrupted.
 """
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ import asyncio
 import contextlib
 import enum
 import inspect
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Dict, Optional
 
@@ -67,36 +74,40 @@ class Execution:
         self.is_async = is_async  # the registry's, decided once per job type
         self.control = JobControl(lease)
         self.settlement: Optional[Settlement] = None
-        self.started_at: Optional[float] = None  # monotonic, when handed to a thread
+        self.started_at: Optional[float] = None  # monotonic, when its handler started
+        self.ended_at: Optional[float] = None    # monotonic, when its outcome was decided
+        # Taken once, by whoever comes first: the thread about to start the handler, or
+        # the worker's loop handing the job back unstarted (a stop). So a job handed to
+        # a slot is started or handed back, never both, and never neither.
+        self._start = threading.Lock()
+
+    def take(self) -> bool:
+        """True for the one caller that may start (or hand back) this job."""
+        return self._start.acquire(blocking=False)
 
     @property
     def queue_name(self) -> str:
         return self.lease.context.queue
 
 
-def prepare(lease: QueueLease, queue: Any, report: bool = True) -> "Execution | Settlement":
+def prepare(lease: QueueLease, queue: Any) -> "Execution | Settlement":
     """Look the wire name up and decode the payload; a job that cannot run is a
-    failure decided here, without calling any handler (and logged as a warning, unless
-    ``report`` is False: a pool thread's look ahead leaves such a job to the loop, which
-    prepares it again and reports it once)."""
+    failure decided here, without calling any handler, and logged as a warning."""
     definition = queue.registry.for_name(lease.wire_name)
     if definition is None:
-        if report:
-            logger.warning("job %s on queue %s: wire name %s is not registered here",
-                           lease.job_id, lease.context.queue, lease.wire_name)
+        logger.warning("job %s on queue %s: wire name %s is not registered here",
+                       lease.job_id, lease.context.queue, lease.wire_name)
         return Settlement(Outcome.FAILED, Failure.UNKNOWN_JOB_TYPE)
     if codec.utf8_size(lease.payload) > queue.options.max_payload_bytes:
-        if report:
-            logger.warning("job %s on queue %s: payload over max_payload_bytes",
-                           lease.job_id, lease.context.queue)
+        logger.warning("job %s on queue %s: payload over max_payload_bytes",
+                       lease.job_id, lease.context.queue)
         return Settlement(Outcome.FAILED, Failure.INVALID_PAYLOAD)
     try:
         job = codec.decode(definition.job_type, lease.payload)
     except codec.PayloadDecodeError as exc:
-        if report:
-            logger.warning("job %s on queue %s: payload does not decode to %s",
-                           lease.job_id, lease.context.queue,
-                           definition.job_type.__name__)
+        logger.warning("job %s on queue %s: payload does not decode to %s",
+                       lease.job_id, lease.context.queue,
+                       definition.job_type.__name__)
         return Settlement(Outcome.FAILED, Failure.INVALID_PAYLOAD, exc)
     return Execution(lease, definition.handler, job, definition.is_async)
 
@@ -128,41 +139,49 @@ class Runner:
         return self.scope(ctx) if self.scope_gets_ctx else self.scope()
 
     def run(self, execution: Execution,
-            finished: Optional[Callable[[Execution], None]] = None) -> None:
+            finished: Optional[Callable[[Execution], None]] = None,
+            raise_interrupts: bool = False) -> None:
         """Run a sync handler (or any handler returning an awaitable) here, then call
-        ``finished`` (default: the runner's) inside the job's span: an error it raises
-        (writing the outcome inline) marks the span ``infrastructure_error``."""
+        ``finished`` (default: the runner's) exactly once, inside the job's span: an
+        error it raises (writing the outcome inline) marks the span
+        ``infrastructure_error``. ``raise_interrupts``: a ``KeyboardInterrupt`` or
+        ``SystemExit`` from the handler is raised again after that."""
         control = execution.control
-        error: Optional[BaseException] = None
+        interrupt: Optional[BaseException] = None
         with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease)) as span:
             try:
                 if control.ctx.cancelled.is_set():  # stopped before it started
                     execution.settlement = self._unstarted(control)
                 else:
+                    error: Optional[BaseException] = None
                     try:
                         with self._enter_scope(execution):
                             result = execution.handler(execution.job, control.ctx)
                             if result is not None and inspect.isawaitable(result):
                                 self.executor.run_coroutine(
                                     result, lambda task: control.attach(self.executor.loop, task))
-                    except Exception as exc:  # the application's failure, not the worker's
-                        error = exc
-                    except asyncio.CancelledError as exc:  # raised by our task.cancel()
+                    except BaseException as exc:  # whatever it raised: an outcome below
                         error = exc
                     finally:
                         control.detach()
+                    if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                        interrupt = error
                     execution.settlement = self._decide(execution, error)
             finally:
                 self.supervisor.release(control)
-                if execution.settlement is None:  # KeyboardInterrupt and the like
+                if execution.settlement is None:  # the worker's own code failed above
                     execution.settlement = Settlement(Outcome.CANCELLED)
                 _mark(span, execution.settlement.outcome)
-            _report(span, finished or self.finished, execution)
+                execution.ended_at = time.monotonic()
+                _report(span, finished or self.finished, execution)
+        if raise_interrupts and interrupt is not None:
+            raise interrupt
 
     async def run_async(self, execution: Execution) -> None:
-        """Run an ``async def`` handler as a task of the worker's event loop."""
+        """Run an ``async def`` handler as a task of the worker's event loop. Nothing
+        the handler raises escapes this task (a ``SystemExit`` escaping a task would
+        stop the event loop, and every async job after it with it)."""
         control = execution.control
-        error: Optional[BaseException] = None
         with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease)) as span:
             try:
                 task = asyncio.current_task()
@@ -171,18 +190,18 @@ class Runner:
                 if control.ctx.cancelled.is_set():
                     execution.settlement = self._unstarted(control)
                 else:
+                    error: Optional[BaseException] = None
                     try:
                         with self._enter_scope(execution):
                             await execution.handler(execution.job, control.ctx)
-                    except Exception as exc:
+                    except BaseException as exc:  # whatever it raised: an outcome below
                         error = exc
-                    except asyncio.CancelledError as exc:
-                        error = exc
-                        # Our cancellation ends the handler, not this task: uncancel
-                        # so that the outcome is still decided and reported below.
-                        uncancel = getattr(task, "uncancel", None)
-                        if uncancel is not None:
-                            uncancel()
+                        if isinstance(exc, asyncio.CancelledError):
+                            # Our cancellation ends the handler, not this task: uncancel
+                            # so that the outcome is still decided and reported below.
+                            uncancel = getattr(task, "uncancel", None)
+                            if uncancel is not None:
+                                uncancel()
                     execution.settlement = self._decide(execution, error)
             finally:
                 control.detach()
@@ -192,7 +211,8 @@ class Runner:
                 if execution.settlement is None:
                     execution.settlement = Settlement(Outcome.CANCELLED)
                 _mark(span, execution.settlement.outcome)
-            _report(span, self.finished, execution)
+                execution.ended_at = time.monotonic()
+                _report(span, self.finished, execution)
 
     # -- the rules ---------------------------------------------------------------------
 

@@ -2,10 +2,12 @@
 
 Sync handlers run on a pool of at most ``concurrency`` threads, started on demand and
 kept (no thread per job). ``async def`` handlers run as tasks on one long-lived event
-loop, in a thread of its own, started with the first such job and kept until the worker
-closes (no event loop per job). The loop thread hands jobs over and never touches their
-database connections: handlers run here, acknowledgements are written by the worker's
-loop. Threads are daemons, so a process asked to exit at once (a second SIGINT) is not
+loop, in a thread of its own, started with the first such job and kept until the
+executor closes (no event loop per job). A worker makes a fresh executor for each run,
+so nothing a run left behind (a thread inside an abandoned handler, the stop requests
+queued for its threads) reaches the next run. The loop thread hands jobs over and never
+touches their database connections: handlers run here, acknowledgements are written by
+the worker's loop. Threads are daemons, so a process asked to exit at once (a second SIGINT) is not
 held up by a handler that ignores cancellation.
 """
 from __future__ import annotations

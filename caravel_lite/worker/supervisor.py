@@ -1,20 +1,25 @@
-"""Supervision of running jobs: their lease deadlines, renewals and shutdown.
+"""Supervision of running jobs, in two threads so that a deadline never waits on the
+database:
 
-One long-lived thread per :class:`~caravel_lite.worker.QueueWorker` watches every job the
-worker is running, however many (starting a thread per job cost more than a no-op job).
-For each job it renews the lease on schedule and tells the handler to stop
-(``ctx.cancelled``; an async handler's task is cancelled) when the deadline passes, a
-renewal is refused or fails, or ``stop`` is set. Lease deadlines come from the queue's
-clock; the thread's own waits use real time. It uses one database connection of its own
-(renewals, and acknowledgements that fall due while the worker's loop is busy), opened
-while jobs run and closed when none does.
+- the deadline keeper (:mod:`~caravel_lite.worker.deadlines`) tells a handler to stop
+  (``ctx.cancelled``; an async handler's task is cancelled) when its lease deadline
+  passes or ``stop`` is set. It does no database work at all, so a renewal stuck in a
+  network partition cannot hold a deadline back;
+- the renewer (:mod:`~caravel_lite.worker.renewals`) renews leases on schedule and
+  writes acknowledgements that fall due while the worker's loop is busy, over one
+  database connection of its own (opened while jobs run, closed when none does).
+
+Both read one registry of the running jobs, :class:`Supervisor` (:meth:`~Supervisor.watch`
+when a handler starts, :meth:`~Supervisor.release` when it returned). Each thread starts
+with the first job and ends once idle (the next job starts it again). Lease deadlines
+come from the queue's clock; the threads' own waits use real time.
 """
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from caravel_lite.observability import logger
 from caravel_lite.values import JobContext, QueueLease
@@ -26,26 +31,28 @@ if TYPE_CHECKING:
 LEASE_LOST = "lease_lost"
 CANCELLED = "cancelled"
 
-# Longest the supervisor sleeps between looks at the clock and the stop event while
-# jobs run: it bounds how late a shutdown or a deadline reaches a running handler, and
-# lets a manually advanced test clock be noticed, at a few wake-ups per second.
+# Longest a supervising thread sleeps between looks at the clock and the stop event
+# while jobs run: it bounds how late a shutdown or a deadline reaches a running handler,
+# and lets a manually advanced test clock be noticed, at a few wake-ups per second.
 SUPERVISOR_TICK = 0.1
-# After the last job ends the thread keeps ticking this many times, so that the next
-# job of a busy worker is picked up without waking it; then it waits for a wake-up...
+# After the last job ends a thread keeps ticking this many times, so that the next job
+# of a busy worker is picked up without waking it; then it waits for a wake-up...
 LINGER_TICKS = 10
 # ...and after this many idle seconds the thread ends (the next job starts a new one).
 IDLE_WAITS = 5
 IDLE_WAIT = 1.0
-# While riding out an outage, a renewal that failed is tried again this much later.
-RENEWAL_RETRY = 1.0
+# How long closing waits for the renewer to end (it may be inside a renewal).
+RENEWER_JOIN = 2.0
 
 
 class JobControl:
-    """What the handler's thread, the worker's loop and the supervisor share for one job.
+    """What the handler's thread, the worker's loop and the supervising threads share
+    for one job.
 
-    ``reason`` is the first reason the job was told to stop (LEASE_LOST or CANCELLED).
-    ``error`` is an exception the supervisor hit renewing (a worker fault unless the
-    worker rides out outages).
+    ``reason`` is the first reason the job was told to stop (LEASE_LOST or CANCELLED);
+    once it is set neither thread does anything more for the job. ``error`` is an
+    exception the renewer hit (a worker fault unless the worker rides out outages).
+    ``lease`` is replaced by the renewer only, under ``busy``.
     """
 
     def __init__(self, lease: QueueLease) -> None:
@@ -54,12 +61,10 @@ class JobControl:
         self.error: Optional[BaseException] = None
         # Set once the handler returned (a flag: nothing ever waits on it).
         self.done = False
-        # Held by the supervisor while it acts for this job: taken after the handler so
-        # that a renewal in flight has landed before the outcome is read.
+        # Held by the renewer while it renews this job: taken by release() so that a
+        # renewal in flight has landed before the outcome is read.
         self.busy = threading.Lock()
         self.next_renewal: Optional[float] = None
-        self.finished = False   # the supervisor has nothing more to do for this job
-        self.used_db = False    # the supervisor renewed it (on its own connection)
         self._lock = threading.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._task: Optional[asyncio.Future[Any]] = None
@@ -93,87 +98,44 @@ class JobControl:
                 pass
 
 
-class Supervisor:
-    """The supervising thread of one worker; started on demand, ends when idle.
+class Ticker:
+    """A supervising thread: started by the first watched job, ticking while jobs run,
+    ended once idle or by :meth:`close`. Subclasses implement :meth:`tick`."""
 
-    ``queue`` renews leases and gives the clock. ``chore`` is called on every tick while
-    jobs run (the worker writes acknowledgements that are due, hands back prefetched
-    jobs grown old); it returns True when it used the database. ``ride_out``: renewal
-    and chore errors are retried later instead of cancelling the job (the worker rides
-    out database outages); deadlines still cancel.
-    """
+    name = "caravel-ticker"
 
-    def __init__(self, queue: DatabaseQueue, chore: Callable[[], bool]) -> None:
-        self._queue = queue
-        self._chore = chore
-        self._lock = threading.Lock()
+    def __init__(self, registry: "Supervisor") -> None:
+        self._registry = registry
         self._wake = threading.Event()
-        self._controls: Dict[int, JobControl] = {}
-        self._stop: Optional[threading.Event] = None
         self._thread: Optional[threading.Thread] = None
         self._idle = False
         self._closing = False
-        self.ride_out = False
-        interval = queue.options.lease_renewal_interval
-        self._period = interval.total_seconds() if interval is not None else None
 
-    # -- the worker's side -----------------------------------------------------------------
+    def poke(self, urgent: bool) -> None:
+        """A job was watched (called under the registry's lock)."""
+        self._closing = False
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+            self._thread.start()
+        elif self._idle or urgent:
+            self._wake.set()
 
-    def watch(self, control: JobControl, stop: Optional[threading.Event]) -> None:
-        """Supervise ``control`` until :meth:`release`."""
-        if self._period is not None:
-            control.next_renewal = time.monotonic() + self._period
-        remaining = (control.lease.expires_at - self._queue.clock()).total_seconds()
-        with self._lock:
-            self._controls[id(control)] = control
-            self._stop, self._closing = stop, False
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._main, name="caravel-supervisor",
-                                                daemon=True)
-                self._thread.start()
-            elif self._idle or remaining < 2 * SUPERVISOR_TICK:
-                # A ticking thread finds the job within a tick; wake it only when it
-                # sleeps longer or the deadline is closer than that.
-                self._wake.set()
-
-    def release(self, control: JobControl) -> None:
-        """The handler returned: stop supervising ``control`` once any renewal in
-        flight has landed (so ``control.lease`` and ``control.reason`` are final)."""
-        control.done = True
-        with control.busy:
-            pass
-        with self._lock:
-            self._controls.pop(id(control), None)
-
-    def close(self) -> None:
-        """End the thread (it is started again by the next :meth:`watch`) and forget
-        the jobs still watched."""
-        with self._lock:
-            self._closing = True
-            self._controls.clear()
-            thread = self._thread
+    def close(self) -> Optional[threading.Thread]:
+        """Ask the thread to end (called under the registry's lock); returns it."""
+        self._closing = True
         self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        return self._thread
 
     @property
-    def running(self) -> bool:
-        return self._thread is not None
-
-    # -- the supervising thread ----------------------------------------------------------
+    def thread(self) -> Optional[threading.Thread]:
+        return self._thread
 
     def _main(self) -> None:
-        db = self._queue.db
         quiet = 0  # ticks (then idle waits) since the last job
-        used_db = False
         try:
             while True:
-                with self._lock:
-                    controls: List[JobControl] = [c for c in self._controls.values()
-                                                  if not c.done]
-                    stop = self._stop
-                    # Closing ends the thread even with jobs left: those a shutdown
-                    # timeout abandoned are no longer supervised (their leases run out).
+                with self._registry.lock:
+                    controls, stop = self._registry.snapshot()
                     if self._closing or not controls:
                         if self._closing or quiet >= LINGER_TICKS + IDLE_WAITS:
                             self._thread = None
@@ -181,103 +143,103 @@ class Supervisor:
                         self._idle = quiet >= LINGER_TICKS
                     self._wake.clear()
                 if not controls:
-                    if used_db and not db.is_closed():
-                        # Peewee connections are per thread: this one was opened here
-                        # for renewals; never keep it open while no job runs.
-                        db.close()
-                    used_db = False
+                    self.idle()
                     quiet += 1
                     self._wake.wait(IDLE_WAIT if self._idle else SUPERVISOR_TICK)
                     continue
                 quiet = 0
-                wait = SUPERVISOR_TICK
-                for control in controls:
-                    wait = min(wait, self._tend(control, stop))
-                    used_db = used_db or control.used_db
-                try:
-                    if self._chore():
-                        used_db = True
-                except Exception as exc:  # a database error: the loop meets it too
-                    used_db = True
-                    self._chore_failed(exc, controls)
-                self._wake.wait(max(wait, 0.0))
+                self._wake.wait(max(self.tick(controls, stop), 0.0))
         finally:
-            if not db.is_closed():
-                try:
-                    db.close()
-                except Exception:  # a broken connection: it is gone anyway
-                    pass
+            self.ended()
 
-    def _chore_failed(self, exc: BaseException, controls: List[JobControl]) -> None:
-        self._drop_connection()
-        if self.ride_out:
-            logger.debug("supervisor: writing due acknowledgements failed (%s); the "
-                         "worker retries", type(exc).__name__)
-            return
-        for control in controls:  # a worker fault: stop the jobs, report through one
+    def tick(self, controls: List[JobControl], stop: Optional[threading.Event]) -> float:
+        """One look at the running jobs; returns how long to sleep before the next."""
+        raise NotImplementedError
+
+    def idle(self) -> None:
+        """No job runs (each idle tick)."""
+
+    def ended(self) -> None:
+        """The thread ends."""
+
+
+class Supervisor:
+    """The registry of one worker's running jobs, and its two supervising threads.
+
+    ``queue`` renews leases and gives the clock. ``chore`` is called by the renewer on
+    every tick while jobs run (the worker writes acknowledgements that are due); it
+    returns True when it used the database. ``ride_out``: renewal and chore errors are
+    retried later instead of cancelling the job (the worker rides out database
+    outages); deadlines still cancel.
+    """
+
+    def __init__(self, queue: DatabaseQueue, chore: Callable[[], bool]) -> None:
+        from caravel_lite.worker.deadlines import DeadlineKeeper
+        from caravel_lite.worker.renewals import Renewer
+
+        self.queue = queue
+        self.lock = threading.Lock()
+        self._controls: Dict[int, JobControl] = {}
+        self._stop: Optional[threading.Event] = None
+        interval = queue.options.lease_renewal_interval
+        self.period = interval.total_seconds() if interval is not None else None
+        self.deadlines = DeadlineKeeper(self)
+        self.renewer = Renewer(self, chore)
+
+    @property
+    def ride_out(self) -> bool:
+        return self.renewer.ride_out
+
+    @ride_out.setter
+    def ride_out(self, value: bool) -> None:
+        self.renewer.ride_out = value
+
+    def watch(self, control: JobControl, stop: Optional[threading.Event]) -> None:
+        """Supervise ``control`` until :meth:`release`."""
+        if self.period is not None:
+            control.next_renewal = time.monotonic() + self.period
+        remaining = (control.lease.expires_at - self.queue.clock()).total_seconds()
+        with self.lock:
+            self._controls[id(control)] = control
+            self._stop = stop
+            # A ticking thread finds the job within a tick; wake it only when it sleeps
+            # longer or the deadline is closer than that.
+            self.deadlines.poke(remaining < 2 * SUPERVISOR_TICK)
+            self.renewer.poke(False)
+
+    def release(self, control: JobControl) -> None:
+        """The handler returned: stop supervising ``control`` once any renewal in
+        flight has landed (so ``control.lease`` and ``control.reason`` are final).
+        A job whose lease was lost needs nothing more from a renewal (its outcome writes
+        nothing), so its thread does not wait for one stuck on the database."""
+        control.done = True
+        if control.reason != LEASE_LOST:
             with control.busy:
-                if control.error is None:
-                    control.error = exc
-                control.finished = True
-                control.cancel(LEASE_LOST)
-
-    def _drop_connection(self) -> None:
-        db = self._queue.db
-        if not db.in_transaction():
-            try:
-                db.close()
-            except Exception:
                 pass
+        with self.lock:
+            self._controls.pop(id(control), None)
 
-    def _tend(self, control: JobControl, stop: Optional[threading.Event]) -> float:
-        """One look at a job; returns how long to sleep before the next."""
-        with control.busy:
-            if control.finished or control.done:
-                return SUPERVISOR_TICK
-            if stop is not None and stop.is_set():
-                control.finished = True
-                control.cancel(CANCELLED)
-                return SUPERVISOR_TICK
-            remaining = (control.lease.expires_at - self._queue.clock()).total_seconds()
-            if remaining <= 0:
-                logger.warning("job %s: lease deadline passed; cancelling the handler",
-                               control.lease.job_id)
-                control.finished = True
-                control.cancel(LEASE_LOST)
-                return SUPERVISOR_TICK
-            if control.next_renewal is not None and time.monotonic() >= control.next_renewal:
-                control.used_db = True
-                try:
-                    renewed = self._renew(control)
-                except Exception as exc:  # a database error
-                    self._drop_connection()
-                    if self.ride_out:
-                        logger.debug("job %s: renewal failed (%s); retrying",
-                                     control.lease.job_id, type(exc).__name__)
-                        control.next_renewal = time.monotonic() + RENEWAL_RETRY
-                        return min(remaining, SUPERVISOR_TICK)
-                    control.error = exc
-                    control.finished = True
-                    control.cancel(LEASE_LOST)
-                    return SUPERVISOR_TICK
-                if not renewed:
-                    control.finished = True
-                    return SUPERVISOR_TICK
-                control.next_renewal = (time.monotonic() + self._period
-                                        if self._period is not None else None)
-            wait = min(remaining, SUPERVISOR_TICK)
-            if control.next_renewal is not None:
-                wait = min(wait, max(control.next_renewal - time.monotonic(), 0.0))
-            return wait
+    def snapshot(self) -> Tuple[List[JobControl], Optional[threading.Event]]:
+        """The jobs still running, and the stop event (called under :attr:`lock`)."""
+        return [c for c in self._controls.values() if not c.done], self._stop
 
-    def _renew(self, control: JobControl) -> bool:
-        """One renewal; False when the handler was cancelled because it was refused."""
-        current = control.lease
-        renewed = self._queue.renew(current)
-        if renewed is None:
-            logger.warning("job %s: lease renewal refused (lost or at max_lease_lifetime); "
-                           "cancelling the handler", current.job_id)
-            control.cancel(LEASE_LOST)
-            return False
-        control.lease = renewed
-        return True
+    def close(self) -> None:
+        """End both threads (started again by the next :meth:`watch`) and forget the
+        jobs still watched: those a shutdown timeout abandoned are no longer supervised
+        (their leases run out)."""
+        with self.lock:
+            self._controls.clear()
+            keeper, renewer = self.deadlines.close(), self.renewer.close()
+        if keeper is not None and keeper is not threading.current_thread():
+            keeper.join()
+        if renewer is not None and renewer is not threading.current_thread():
+            # A renewal stuck on the database does not hold the stop up: the thread
+            # ends once its statement returns (or serves the next run, if one starts).
+            renewer.join(RENEWER_JOIN)
+            if renewer.is_alive():
+                logger.warning("a lease renewal is still waiting on the database; the "
+                               "worker stops without it")
+
+    @property
+    def running(self) -> bool:
+        return self.deadlines.thread is not None or self.renewer.thread is not None

@@ -61,6 +61,10 @@ def test_database_restart(kind, tmp_path):
         with Children(tmp_path, env={"CARAVEL_FAULT_URL": url}) as children:
             workers = [children.start([*WORKER, "--url", url]) for _ in range(2)]
             pids = [child.pid for child in workers]
+            # Both running before the first outage: one still starting up (its queue
+            # connects on construction) would meet the stopped server, not ride it out.
+            wait_for(lambda: all(child.ready() for child in workers), timeout=60,
+                     message="both workers to start")
 
             def alive() -> None:
                 for child in workers:

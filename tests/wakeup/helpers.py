@@ -46,6 +46,7 @@ class Recording(Waiter):
     def __init__(self, inner: Waiter) -> None:  # no super().__init__: a pure wrapper
         self.inner = inner
         self.results: List[bool] = []
+        self.durations: List[float] = []  # seconds each wait lasted, beside results
         self.entered = threading.Event()
         self.idle = threading.Event()
         self.worked = 0  # found_work() calls (claims that leased jobs)
@@ -53,10 +54,12 @@ class Recording(Waiter):
     def wait(self, wakeup: Wakeup, timeout: float) -> bool:
         self.entered.set()
         self.idle.set()
+        began = time.monotonic()
         try:
             result = self.inner.wait(wakeup, timeout)
         finally:
             self.idle.clear()
+        self.durations.append(time.monotonic() - began)
         self.results.append(result)
         return result
 

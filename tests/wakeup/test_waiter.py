@@ -8,7 +8,9 @@ wait that ends far sooner (GENEROUS) proves it was ended by what the test did, n
 the timeout; lower bounds prove it did not end early."""
 from __future__ import annotations
 
+import logging
 import multiprocessing
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -355,7 +357,7 @@ def test_the_base_waiter_polls_with_reads(queue, other, wakeup):
 
 
 class _Clock:
-    """Stands for the ``time`` module of caravel_lite.worker.waiter: a monotonic clock
+    """Stands for the ``time`` module of the waiters (caravel_lite.worker.waiting): a monotonic clock
     that only the test moves."""
 
     def __init__(self) -> None:
@@ -379,6 +381,14 @@ class _Sleepless:
         return False
 
 
+def _use_clock(monkeypatch, clock) -> None:
+    """The waiters' modules read this clock instead of the time module."""
+    from caravel_lite.worker.waiting import base, data_version, notify, polling
+    for module in (base, data_version, notify, polling):
+        if hasattr(module, "time"):
+            monkeypatch.setattr(module, "time", clock)
+
+
 def test_the_poll_probes_at_the_idle_rate_until_work_is_found(queue, monkeypatch):
     """A new waiter reads at POLL_PROBE for its first STARTING_FOR seconds, then, having
     found no work, at IDLE_POLL_PROBE (a new worker's first claim already takes what is
@@ -386,7 +396,7 @@ def test_the_poll_probes_at_the_idle_rate_until_work_is_found(queue, monkeypatch
     POLL_PROBE for ACTIVE_FOR seconds, then idle again. Counted over one wait of a
     second: the next-due read, the probes, the read at the timeout."""
     clock = _Clock()
-    monkeypatch.setattr(waiter_module, "time", clock)
+    _use_clock(monkeypatch, clock)
     wakeup = _Sleepless(clock)
 
     def reads_in_a_second(waiter: Waiter) -> int:
@@ -422,7 +432,7 @@ def test_a_wait_that_follows_a_timeout_takes_the_next_due_time_from_its_read(que
     the waiter's table reads (the next-due read and the timeout's read; the probes in
     between are PollWaiter's own statement)."""
     clock = _Clock()
-    monkeypatch.setattr(waiter_module, "time", clock)
+    _use_clock(monkeypatch, clock)
     wakeup = _Sleepless(clock)
     enqueue(queue, 1, delay=60)  # due in a minute on the queue's clock
     with PollWaiter(queue, QUEUE) as waiter:
@@ -444,3 +454,22 @@ def test_a_wait_that_follows_a_timeout_takes_the_next_due_time_from_its_read(que
         # (the probes, on the queue's clock, find nothing due yet), not by its timeout.
         assert reads_of(120.0, found=True) == 0
         assert clock.now - started < 120.0
+
+
+@pytest.mark.backends("postgres")
+def test_without_psycopg_3_the_waiter_says_once_that_it_polls(queue, wakeup, monkeypatch,
+                                                              caplog):
+    from caravel_lite.worker.waiting import notify
+    monkeypatch.setattr(notify, "_said_no_psycopg", False)
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as with psycopg2 alone
+    caplog.set_level(logging.WARNING, logger="caravel_lite")
+    for _ in range(2):  # a second worker run in the same process
+        waiter = waiter_for(queue, QUEUE)
+        try:
+            assert isinstance(waiter, NotifyWaiter) and not waiter.listening
+            waiter.wait(wakeup, 0.1)  # polls: a read at its timeout, no listener
+        finally:
+            waiter.close()
+    said = [r for r in caplog.records if "psycopg 3" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING
+    assert "caravel_lite[postgres]" in said[0].getMessage()

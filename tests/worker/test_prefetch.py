@@ -202,11 +202,12 @@ def test_no_thread_is_started_per_job(db):
     worker = QueueWorker(queue, prefetch=4)
     while worker.run_once(QUEUE):
         pass
-    assert len(counts) == 20 and max(counts) <= before + 1  # one supervisor at most
-    supervisor = worker._supervisor._thread
-    assert supervisor is not None and supervisor.is_alive()
-    worker.close()  # ends it
-    assert not supervisor.is_alive()
+    # The two supervising threads at most: the deadline keeper and the renewer.
+    assert len(counts) == 20 and max(counts) <= before + 2
+    threads = [worker._supervisor.deadlines.thread, worker._supervisor.renewer.thread]
+    assert all(thread is not None and thread.is_alive() for thread in threads)
+    worker.close()  # ends them
+    assert not any(thread.is_alive() for thread in threads)
 
 
 def test_prefetch_one_claims_and_completes_one_job_at_a_time(db):

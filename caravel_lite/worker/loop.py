@@ -1,0 +1,347 @@
+"""One :meth:`QueueWorker.run <caravel_lite.worker.runtime.QueueWorker.run>`: the loop
+thread, sole owner of the run's state, and the run's one exit path.
+
+The loop thread owns the slots, the jobs claimed and not yet started (``waiting``), the
+jobs handed to a slot or the event loop and not yet reported (``running``) and their
+outcomes until written. Pool threads and the event loop never change any of it: they
+report through the run's :class:`~caravel_lite.worker.slots.Inbox`, which only the loop
+reads. Every way a run ends (a stop, a fault, ``KeyboardInterrupt``, ``SystemExit``)
+goes through :meth:`RunLoop.finish`.
+"""
+from __future__ import annotations
+
+import functools
+import random
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Callable, Deque, Dict, List, Optional, Tuple
+
+from caravel_lite.observability import Telemetry, logger
+from caravel_lite.outage import OutagePolicy
+from caravel_lite.values import QueueLease
+from caravel_lite.worker.acks import Acknowledgements
+from caravel_lite.worker.execution import Execution, Outcome, Runner, Scope, Settlement
+from caravel_lite.worker.executor import Executor
+from caravel_lite.worker.planning import ClaimPlan
+from caravel_lite.worker.retention import IdlePruning
+from caravel_lite.worker.settling import Settler
+from caravel_lite.worker.slots import Inbox, Report, SlotRun
+from caravel_lite.worker.supervisor import CANCELLED, Supervisor
+from caravel_lite.worker.wakeup import Wakeup
+
+if TYPE_CHECKING:
+    from caravel_lite.queue import DatabaseQueue
+    from caravel_lite.worker.waiter import Waiter
+
+__all__ = ["RunLoop", "ACK_LINGER", "CONTENDED_PAUSE", "RUN_BUDGET", "MAX_RUN"]
+
+# With every slot busy, a completion waits at most this long for others to share its
+# write (fast jobs: one statement for many; slow ones: written soon after they end).
+ACK_LINGER = 0.05
+# A claim that lost every race (another worker took the rows it saw) is repeated after
+# a pause of at most this long, instead of waiting for a wake-up.
+CONTENDED_PAUSE = 0.01
+# A slot is handed about this many seconds of expected work at once (judged from
+# recent handler durations; one job until one ended), at most MAX_RUN jobs and never
+# more than its share of the waiting jobs: short jobs go on without a hand-off each,
+# slow ones are handed one at a time, so no slot sits on work another could start.
+RUN_BUDGET = 0.02
+MAX_RUN = 64
+
+
+class RunLoop:
+    """The state and the loop of one run. Created by ``run``, used by its thread only."""
+
+    def __init__(self, *, queue: DatabaseQueue, names: Tuple[str, ...], concurrency: int,
+                 plan: ClaimPlan, acks: Acknowledgements, settler: Settler,
+                 supervisor: Supervisor, scope: Optional[Scope], scope_gets_ctx: bool,
+                 telemetry: Telemetry, poll_interval: float, shutdown_timeout: float,
+                 pruning: Optional[IdlePruning], stop: threading.Event,
+                 wakeup: Wakeup, policy: Optional[OutagePolicy]) -> None:
+        self.queue = queue
+        self.names = names
+        self.concurrency = concurrency
+        self.plan = plan
+        self.acks = acks
+        self.settler = settler
+        self.supervisor = supervisor
+        self.poll_interval = poll_interval
+        self.shutdown_timeout = shutdown_timeout
+        self.pruning = pruning
+        self.stop = stop
+        self.wakeup = wakeup
+        self.policy = policy
+        self.inbox = Inbox(wakeup)
+        # A fresh executor per run: nothing a run left behind (a thread still inside a
+        # handler abandoned at the shutdown timeout, the stop requests queued for its
+        # threads) reaches the next run.
+        self.executor = Executor(concurrency)
+        self.runner = Runner(supervisor=supervisor, telemetry=telemetry,
+                             clock=queue.clock, scope=scope, scope_gets_ctx=scope_gets_ctx,
+                             executor=self.executor, finished=self.inbox.finished)
+        self.slot = SlotRun(self.runner, settler, supervisor, self.inbox, stop)
+        self.waiting: Deque[QueueLease] = deque()
+        self.running: Dict[int, Execution] = {}
+        self.slots_taken = 0
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def loop(self, waiter: Waiter) -> None:
+        """Claim, start and settle until ``stop`` is set (then return) or a fault
+        (raised, unless the outage policy rides it out)."""
+        policy, stop, wakeup = self.policy, self.stop, self.wakeup
+        empty = False  # the last claim found nothing: claim again once the waiter says so
+        while True:
+            try:
+                wakeup.clear()
+                self.take_reports()
+                if stop.is_set():
+                    return
+                self.hand_back_stale()
+                self.start_waiting()
+                free = max(self.concurrency - self.slots_taken, 0)
+                want = self.plan.want(free, len(self.waiting) + self.queued_in_slots())
+                if want and not empty:
+                    self.acks.flush()
+                    claimed, contended = self.claim_round(want)
+                    if policy is not None:
+                        policy.succeeded()
+                    if claimed:
+                        waiter.found_work()
+                        continue
+                    if contended:  # lost every race: rows are due, try again at once
+                        stop.wait(random.uniform(0, CONTENDED_PAUSE))
+                        continue
+                    empty = True
+                if free > 0 and not self.waiting:
+                    self.acks.flush()  # before going idle
+                    if policy is not None:
+                        policy.succeeded()
+                    timeout = self.poll_interval
+                    if self.pruning is not None:
+                        # At most one batch pruned; the wait for work that follows
+                        # lasts until the next batch is due, the pause it asked for.
+                        self.pruning.step(self.names)
+                        timeout = self.pruning.wait_limit(timeout)
+                    if self.listen(lambda: waiter.wait(wakeup, timeout)):
+                        empty = False
+                elif self.acks.waiting or not self.inbox.empty():
+                    # Every slot busy: completions of fast jobs gather into one write;
+                    # a job's completion is written at most ACK_LINGER after it
+                    # finished, and a finished job does not wake this wait (Inbox), so
+                    # a run of short jobs costs the loop one wake-up per linger.
+                    if not wakeup.wait(min(ACK_LINGER, self.stale_in())):
+                        self.take_reports()
+                        self.acks.flush()
+                        if policy is not None:
+                            policy.succeeded()
+                else:
+                    timeout = min(self.poll_interval, self.stale_in())
+                    self.listen(lambda: wakeup.wait(timeout))
+            except Exception as exc:
+                if policy is None:
+                    raise
+                if policy.failed(exc, stop.wait):
+                    return
+                empty = False
+
+    def listen(self, wait: Callable[[], bool]) -> bool:
+        """Run ``wait`` with every report waking it (raised before the last look at the
+        inbox, so that none slips in between)."""
+        self.inbox.listening = True
+        try:
+            if not self.inbox.empty():
+                return False
+            return wait()
+        finally:
+            self.inbox.listening = False
+
+    def claim_round(self, limit: int) -> Tuple[int, bool]:
+        """Lease up to ``limit`` jobs across the queues (see ``run`` for the order);
+        returns how many, and whether some claim lost every race for due rows."""
+        total, contended = 0, False
+        for name in self.plan.order(self.names):
+            if total >= limit:
+                break
+            batch = self.queue.claim_batch(name, limit - total)
+            self.waiting.extend(batch.leases)
+            total += len(batch.leases)
+            contended = contended or batch.contended
+        return total, contended
+
+    def queued_in_slots(self) -> int:
+        """About how many jobs handed to slots have not started yet."""
+        return max(len(self.running) - self.slots_taken, 0)
+
+    def stale_in(self) -> float:
+        """Seconds until the oldest waiting job is too old to start (the loop's waits
+        end then, so it is handed back in time)."""
+        if not self.waiting:
+            return self.poll_interval
+        oldest = min(lease.expires_at for lease in self.waiting)
+        left = oldest - self.settler.stale_margin - self.settler.clock()
+        return max(float(left.total_seconds()), 0.0)
+
+    def hand_back_stale(self) -> None:
+        cutoff = self.settler.clock() + self.settler.stale_margin
+        stale = [lease for lease in self.waiting if lease.expires_at <= cutoff]
+        for lease in stale:
+            self.waiting.remove(lease)
+            self.settler.settle(lease, self.settler.too_old(lease)
+                                or Settlement(Outcome.RELEASED), batch=True)
+
+    def start_waiting(self) -> None:
+        """Hand the waiting jobs, in claim order, to the slots: an async job to the
+        event loop when a slot is free, sync ones in runs (:data:`RUN_BUDGET`). While
+        runs are short, each slot also gets one run queued behind the one it runs, so
+        that a pool thread goes on at once instead of waiting for the loop's next pass
+        (the pool's threads still run at most ``concurrency`` jobs at once)."""
+        registry = self.queue.registry
+        while self.waiting:
+            free = self.concurrency - self.slots_taken
+            if free <= 0 and not (self.slots_taken < 2 * self.concurrency
+                                  and self.runs_are_short()):
+                return
+            definition = registry.for_name(self.waiting[0].wire_name)
+            if definition is not None and definition.is_async and free <= 0:
+                return  # an async job needs a free slot; the ones after it wait too
+            first = self.settler.admit(self.waiting.popleft(), batch=True)
+            if first is None:
+                continue
+            self.running[id(first)] = first
+            self.slots_taken += 1
+            if first.is_async:
+                self.executor.spawn(functools.partial(self.slot.run_async, first))
+                continue
+            batch = [first]
+            # A run queued ahead takes its share of the waiting jobs among all slots.
+            length = self.run_length(free if free > 0 else self.concurrency)
+            while len(batch) < length and self.waiting:
+                definition = registry.for_name(self.waiting[0].wire_name)
+                if definition is not None and definition.is_async:
+                    break  # it takes a slot of its own
+                execution = self.settler.admit(self.waiting.popleft(), batch=True)
+                if execution is not None:
+                    self.running[id(execution)] = execution
+                    batch.append(execution)
+            self.executor.submit(functools.partial(self.slot.run, batch))
+
+    def runs_are_short(self) -> bool:
+        average = self.plan.average
+        return average is not None and RUN_BUDGET / max(average, 1e-6) >= 2
+
+    def run_length(self, free: int) -> int:
+        average = self.plan.average
+        if average is None:
+            return 1
+        share = -(-(len(self.waiting) + 1) // free)
+        return max(1, min(MAX_RUN, share, int(RUN_BUDGET / max(average, 1e-6))))
+
+    def take_reports(self) -> None:
+        """Settle every report in the inbox; the first write error is raised once all
+        were taken (the acknowledgements keep what they could not write)."""
+        error: Optional[Exception] = None
+        while True:
+            report = self.inbox.take()
+            if report is None:
+                break
+            kind, execution = report
+            if kind is Report.SLOT_FREE:
+                self.slots_taken -= 1
+                continue
+            assert execution is not None
+            self.running.pop(id(execution), None)
+            if execution.is_async:
+                self.slots_taken -= 1  # an async job's slot ends with it
+            if execution.started_at is not None and execution.ended_at is not None:
+                self.plan.record(execution.ended_at - execution.started_at)
+            try:
+                self.settler.settle(execution.control.lease, execution.settlement, batch=True)
+            except Exception as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+
+    # -- the one exit path -----------------------------------------------------------------
+
+    def finish(self, cause: Optional[BaseException]) -> None:
+        """End the run, however it ends (``cause``: None for a stop, else what ended
+        it). Hands back every job that did not start (waiting, or handed to a slot that
+        had not reached it), tells running handlers to stop and waits for them up to
+        ``shutdown_timeout`` (not at all after ``KeyboardInterrupt`` or ``SystemExit``),
+        writes every outcome it holds, then ends the run's threads. A further interrupt
+        on the way ends the step it hits (a wait, or one write), not the rest. Raises
+        only when nothing else ended the run (the caller re-raises ``cause``): that
+        further interrupt, else the first database error."""
+        self.inbox.stopping = True
+        self.inbox.listening = True  # from now on every report wakes the wait below
+        self.settler.stopping = True
+        out = _Exit()
+        unstarted = list(self.waiting)
+        self.waiting.clear()
+        for key, execution in list(self.running.items()):
+            if execution.take():  # not started, and now never will be
+                del self.running[key]
+                unstarted.append(execution.control.lease)
+            else:
+                execution.control.cancel(CANCELLED)
+        out.attempt(lambda: self._release(unstarted))
+        patience = (0.0 if isinstance(cause, (KeyboardInterrupt, SystemExit))
+                    else self.shutdown_timeout)
+        out.attempt(lambda: self._wait_for_running(time.monotonic() + patience, out))
+        out.attempt(self.take_reports)
+        out.attempt(self.acks.flush)
+        if self.running:
+            logger.warning("%d handler(s) still running when the worker stopped (after "
+                           "%.1f s); their jobs stay leased until their leases expire",
+                           len(self.running), patience)
+            self.running.clear()
+        self.slots_taken = 0
+        out.attempt(self.supervisor.close)
+        out.attempt(self.executor.close)
+        if cause is not None:
+            if out.errors:
+                logger.warning("worker could not write all it held on the way out: %s",
+                               type(out.errors[0]).__name__)
+            return
+        if out.interrupt is not None:
+            raise out.interrupt
+        if out.errors:
+            raise out.errors[0]
+
+    def _wait_for_running(self, deadline: float, out: "_Exit") -> None:
+        """Settle reports as they come until nothing runs or ``deadline`` passes."""
+        while True:
+            self.wakeup.clear()
+            out.attempt(self.take_reports)
+            remaining = deadline - time.monotonic()
+            if not self.running or remaining <= 0:
+                return
+            self.wakeup.wait(remaining)
+
+    def _release(self, leases: List[QueueLease]) -> None:
+        for index, lease in enumerate(leases):
+            try:
+                self.acks.release(lease)
+            except Exception as exc:  # the database is away: the rest would fail too
+                logger.warning("%d unstarted job(s) not handed back (%s); they are taken "
+                               "again once their leases expire", len(leases) - index,
+                               type(exc).__name__)
+                raise
+
+
+class _Exit:
+    """What went wrong on the way out of a run: database errors, a further interrupt."""
+
+    def __init__(self) -> None:
+        self.errors: List[Exception] = []
+        self.interrupt: Optional[BaseException] = None
+
+    def attempt(self, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except Exception as exc:
+            self.errors.append(exc)
+        except (KeyboardInterrupt, SystemExit) as exc:
+            self.interrupt = self.interrupt or exc

@@ -1,0 +1,125 @@
+"""The renewer: the thread that renews leases and writes acknowledgements that fall due
+while the worker's loop is busy.
+
+Every renewal goes through :meth:`Renewer.renew_lease`, the one place a renewal
+statement is sent (so that a client-side time bound on it is applied in one place). A
+renewal may block as long as the database lets it: deadlines are the deadline keeper's
+(:mod:`~caravel_lite.worker.deadlines`), which never waits on this thread. The renewer
+uses one database connection of its own, opened while jobs run and closed when none
+does (Peewee connections are per thread).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, List, Optional
+
+from caravel_lite.observability import logger
+from caravel_lite.values import QueueLease
+from caravel_lite.worker.supervisor import (LEASE_LOST, SUPERVISOR_TICK, JobControl,
+                                            Supervisor, Ticker)
+
+__all__ = ["Renewer", "RENEWAL_RETRY"]
+
+# While riding out an outage, a renewal that failed is tried again this much later.
+RENEWAL_RETRY = 1.0
+
+
+class Renewer(Ticker):
+    name = "caravel-renewer"
+
+    def __init__(self, registry: Supervisor, chore: Callable[[], bool]) -> None:
+        super().__init__(registry)
+        self._chore = chore
+        self._used_db = False
+        self.ride_out = False
+
+    def renew_lease(self, lease: QueueLease) -> Optional[QueueLease]:
+        """The one renewal statement of the worker: the renewed lease, or None when it
+        was refused (lost, or at ``max_lease_lifetime``). Database errors propagate."""
+        return self._registry.queue.renew(lease)
+
+    def tick(self, controls: List[JobControl], stop: Optional[threading.Event]) -> float:
+        wait = SUPERVISOR_TICK
+        for control in controls:
+            if control.next_renewal is None:
+                continue
+            now = time.monotonic()
+            if now >= control.next_renewal:
+                self._renew(control)
+            if control.next_renewal is not None and control.reason is None:
+                wait = min(wait, control.next_renewal - time.monotonic())
+        try:
+            if self._chore():
+                self._used_db = True
+        except Exception as exc:  # a database error: the loop meets it too
+            self._chore_failed(exc, controls)
+        return wait
+
+    def _renew(self, control: JobControl) -> None:
+        with control.busy:
+            if control.done or control.reason is not None:
+                control.next_renewal = None
+                return
+            self._used_db = True
+            current = control.lease
+            try:
+                renewed = self.renew_lease(current)
+            except Exception as exc:  # a database error
+                self._drop_connection()
+                if self.ride_out:
+                    logger.debug("job %s: renewal failed (%s); retrying",
+                                 current.job_id, type(exc).__name__)
+                    control.next_renewal = time.monotonic() + RENEWAL_RETRY
+                    return
+                control.error = exc
+                control.next_renewal = None
+                control.cancel(LEASE_LOST)
+                return
+            if renewed is None:
+                logger.warning("job %s: lease renewal refused (lost or at "
+                               "max_lease_lifetime); cancelling the handler", current.job_id)
+                control.next_renewal = None
+                control.cancel(LEASE_LOST)
+                return
+            control.lease = renewed
+            period = self._registry.period
+            control.next_renewal = time.monotonic() + period if period is not None else None
+
+    def _chore_failed(self, exc: BaseException, controls: List[JobControl]) -> None:
+        self._drop_connection()
+        if self.ride_out:
+            logger.debug("renewer: writing due acknowledgements failed (%s); the worker "
+                         "retries", type(exc).__name__)
+            return
+        for control in controls:  # a worker fault: stop the jobs, report through one
+            with control.busy:
+                if control.error is None:
+                    control.error = exc
+                control.next_renewal = None
+                control.cancel(LEASE_LOST)
+
+    def _drop_connection(self) -> None:
+        db = self._registry.queue.db
+        if not db.in_transaction():
+            try:
+                db.close()
+            except Exception:
+                pass
+
+    def idle(self) -> None:
+        db = self._registry.queue.db
+        if self._used_db and not db.is_closed():
+            # This connection was opened here for renewals: never keep it open while no
+            # job runs.
+            db.close()
+        self._used_db = False
+
+    def ended(self) -> None:
+        db = self._registry.queue.db
+        self._used_db = False
+        if not db.is_closed():
+            try:
+                db.close()
+            except Exception:  # a broken connection: it is gone anyway
+                pass
