@@ -93,13 +93,9 @@ class OutagePolicy:
     are dropped after a failure); each error is judged by the one that raised it.
     ``wait(seconds)`` sleeps and returns True when a stop was requested meanwhile (the
     loop then ends normally).
-
-    ``_ignored``: the dialect earlier versions took third, still accepted from callers
-    not yet updated and never read (errors are judged by their own database).
     """
 
     def __init__(self, max_outage: float, databases: Sequence[peewee.Database],
-                 _ignored: object = None,
                  *, what: str = "worker", monotonic: Callable[[], float] = time.monotonic,
                  rng: Optional[random.Random] = None) -> None:
         self.max_outage = max_outage

@@ -238,7 +238,7 @@ class QueueScheduler:
         slot that came due meanwhile is enqueued on the first pass that succeeds.
         """
         budget = check_max_outage(max_outage)
-        policy = (OutagePolicy(budget, [self.queue.db], self.queue.dialect, what="scheduler")
+        policy = (OutagePolicy(budget, [self.queue.db], what="scheduler")
                   if budget is not None else None)
         stop = stop if stop is not None else threading.Event()
         cap = self.poll_interval.total_seconds()

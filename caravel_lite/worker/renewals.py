@@ -2,8 +2,9 @@
 while the worker's loop is busy.
 
 Every renewal goes through :meth:`Renewer.renew_lease`, the one place a renewal
-statement is sent (so that a client-side time bound on it is applied in one place). A
-renewal may block as long as the database lets it: deadlines are the deadline keeper's
+statement is sent, bounded on the client by what the lease has left
+(:func:`caravel_lite.connections.bounded`), so one renewal stuck in a partition or on a
+lock does not hold back the other jobs' renewals. Deadlines are the deadline keeper's
 (:mod:`~caravel_lite.worker.deadlines`), which never waits on this thread. The renewer
 uses one database connection of its own, opened while jobs run and closed when none
 does (Peewee connections are per thread).
@@ -14,6 +15,7 @@ import threading
 import time
 from typing import Callable, List, Optional
 
+from caravel_lite.connections import StatementTimedOut, bounded
 from caravel_lite.observability import logger
 from caravel_lite.values import QueueLease
 from caravel_lite.worker.supervisor import (LEASE_LOST, SUPERVISOR_TICK, JobControl,
@@ -36,8 +38,18 @@ class Renewer(Ticker):
 
     def renew_lease(self, lease: QueueLease) -> Optional[QueueLease]:
         """The one renewal statement of the worker: the renewed lease, or None when it
-        was refused (lost, or at ``max_lease_lifetime``). Database errors propagate."""
-        return self._registry.queue.renew(lease)
+        was refused (lost, or at ``max_lease_lifetime``). Database errors propagate.
+
+        Bounded on the client (:func:`caravel_lite.connections.bounded`) by the time
+        the lease has left, less a tick: a renewal that has not landed by then is of no
+        use (the deadline keeper cancels the handler at the deadline), and one stuck in
+        a partition that drops packets would otherwise hold this thread, and every other
+        job's renewal, for as long as TCP takes to give up. A renewal cut short is fenced
+        by its lease: the next one renews or answers None."""
+        queue = self._registry.queue
+        left = (lease.expires_at - queue.clock()).total_seconds() - SUPERVISOR_TICK
+        with bounded(queue.db, max(left, SUPERVISOR_TICK)):
+            return queue.renew(lease)
 
     def tick(self, controls: List[JobControl], stop: Optional[threading.Event]) -> float:
         wait = SUPERVISOR_TICK
@@ -65,6 +77,16 @@ class Renewer(Ticker):
             current = control.lease
             try:
                 renewed = self.renew_lease(current)
+            except StatementTimedOut:
+                # Not answered within the lease: the lease is as good as lost, not the
+                # worker. The deadline keeper cancels the handler at the deadline and
+                # nothing is written for it; the loop's own statements meet the
+                # database next and judge whether it is down.
+                self._drop_connection()
+                logger.warning("job %s: lease renewal not answered before its deadline; "
+                               "the handler is cancelled then", current.job_id)
+                control.next_renewal = None
+                return
             except Exception as exc:  # a database error
                 self._drop_connection()
                 if self.ride_out:

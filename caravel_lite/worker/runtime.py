@@ -217,7 +217,7 @@ class QueueWorker:
             raise RuntimeError("this worker is already running")
         stop = stop if stop is not None else threading.Event()
         wakeup = Wakeup()
-        policy = (OutagePolicy(budget, [self.queue.db], self.queue.dialect)
+        policy = (OutagePolicy(budget, [self.queue.db])
                   if budget is not None else None)
         self._flush_once()  # what run_once left, before this run's loop takes over
         run = RunLoop(queue=self.queue, names=names, concurrency=self.concurrency,

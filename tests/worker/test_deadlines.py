@@ -1,7 +1,8 @@
 """Deadlines never wait on the database (every database): while a renewal is stuck on a
 lock another connection holds, the handler is still told to stop at its lease deadline.
-The thread that enforces deadlines does no database work; the renewer's statement may
-block as long as the database lets it."""
+The thread that enforces deadlines does no database work, and a renewal is bounded on
+the client by what its lease has left, so one stuck renewal does not cost the other
+jobs their leases."""
 from __future__ import annotations
 
 import logging
@@ -111,3 +112,54 @@ def test_a_stop_does_not_wait_for_a_stuck_renewal(db, connect, backend):
         intruder.close()
     # The shutdown timeout, then at most a short wait for the renewer: not the lock.
     assert took < 5, took
+
+
+@pytest.mark.backends("postgres", "mysql")  # SQLite's one write lock stops the 2nd claim
+def test_a_renewal_stuck_on_one_job_gives_up_in_time_for_the_others(db, connect, backend):
+    """A renewal is bounded on the client by what its lease has left: one stuck on a
+    locked row fails before that lease's deadline, and the renewer goes on to renew the
+    other jobs' leases (unbounded, it waited for the lock and every other job lost its
+    lease with it)."""
+    registry = JobRegistry()
+    started: Dict[str, threading.Event] = {"stuck": threading.Event(),
+                                            "other": threading.Event()}
+    cancelled: Dict[tuple, bool] = {}  # (label, attempt) -> told to stop
+
+    @registry.job("tests.work.v1", Work)
+    def handle(job: Work, ctx: JobContext) -> None:
+        started[job.label].set()
+        # The stuck job waits to be cancelled; the other outlives its first lease twice.
+        cancelled[job.label, ctx.attempt] = ctx.cancelled.wait(
+            LEASE + 8 if job.label == "stuck" else 2 * LEASE)
+
+    opts = options(lease=LEASE, renew=0.3)
+    queue = DatabaseQueue(db, registry, opts)
+    stuck = enqueue(queue, Work("stuck"))
+    intruder = connect()
+    intruder.connect()
+    stop = threading.Event()
+    running = WorkerThread(QueueWorker(DatabaseQueue(connect(), registry, opts),
+                                       concurrency=2), stop).start()
+    try:
+        assert started["stuck"].wait(10)
+        _lock_row(intruder, backend, str(stuck))
+        time.sleep(0.4)  # the stuck job's renewal (every 0.3 s) now waits for the lock
+        other = enqueue(queue, Work("other"))
+        assert started["other"].wait(10)
+        # The lock is held past the other job's first lease: only a renewal of it made
+        # while the stuck one still waits keeps that job. (The loop's sweep of the stuck
+        # job's expired lease waits for the lock too, until it is let go here.)
+        time.sleep(LEASE + 0.5)
+        intruder.rollback()
+        wait_for(lambda: ("other", 1) in cancelled, timeout=3 * LEASE + 5,
+                 message="the other job's handler to return")
+        wait_for(lambda: status(queue, other).state is JobState.COMPLETED, timeout=10,
+                 message="the other job to be completed")
+    finally:
+        intruder.rollback()
+        intruder.close()
+        stop.set()
+        running.join(20)
+    assert cancelled["other", 1] is False, "the other job lost its lease to a stuck renewal"
+    assert status(queue, other).attempts == 1
+    assert cancelled.get(("stuck", 1)) is True
