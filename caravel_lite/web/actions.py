@@ -82,6 +82,10 @@ def act(page: "Page", match: "re.Match[str]") -> Response:
     if not ids and not by_filter:
         raise InvalidField("job_id", "name at least one job, or act on a filter")
     job_filter = JobFilter.from_params(form).with_state(BULK_STATE[action]) if by_filter else None
+    if job_filter is not None and not confirmed:
+        # The range counted is the range acted on: a duration ("since 1h") becomes
+        # the instant it means now, and the confirmation form carries that instant.
+        job_filter = job_filter.pinned(page.now())
     kwargs = job_filter.admin_kwargs() if job_filter is not None else {}
 
     # By filter: one set-based call of the admin, whose statements check the state

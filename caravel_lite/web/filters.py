@@ -62,6 +62,20 @@ class JobFilter:
     def with_state(self, state: JobState) -> "JobFilter":
         return replace(self, state=state.value)
 
+    def pinned(self, now: datetime) -> "JobFilter":
+        """The filter with a duration in ``since``/``until`` replaced by the instant it
+        means at ``now`` (a bad value is kept, for :meth:`admin_kwargs` to name). A
+        confirmation carries this one: "the last hour" read again when the operator
+        presses its button would be another range than the one counted."""
+        pins = {}
+        for name in ("since", "until"):
+            text = getattr(self, name)
+            if text is not None and _DURATION.match(text.strip().lower()):
+                delta = parse_instant(name, text)
+                assert isinstance(delta, timedelta)
+                pins[name] = (now - delta).astimezone(timezone.utc).isoformat()
+        return replace(self, **pins)
+
     def admin_kwargs(self) -> Dict[str, object]:
         """Keyword arguments for ``QueueAdmin.jobs``/``replay_many``; a bad value raises
         :class:`InvalidField` naming the query field."""
