@@ -234,12 +234,16 @@ class Dashboard:
 
 def _loopback_peer(request: Request) -> bool:
     """The client's address (REMOTE_ADDR) is a loopback address; anything else,
-    including no address or a name, is not."""
+    including no address or a name, is not. A server listening on both IPv6 and IPv4
+    (``::``) sees an IPv4 client as ``::ffff:a.b.c.d``: 127.0.0.1 in that form is
+    loopback too (the kernel takes 127/8 sources only from this machine)."""
     peer = str(request.environ.get("REMOTE_ADDR") or "").strip()
     try:
-        return ipaddress.ip_address(peer.split("%")[0]).is_loopback
+        address = ipaddress.ip_address(peer.split("%")[0])
     except ValueError:
         return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool((mapped if mapped is not None else address).is_loopback)
 
 
 # Headers a reverse proxy adds to say whom it relays (RFC 7239 and the de facto ones).

@@ -122,3 +122,15 @@ def test_a_request_relayed_by_a_proxy_on_this_machine_reads_nothing(admin, seede
     assert authed.get("/jobs", headers={name: value, **AUTH},
                       environ_base=proxied).status_code == 200
 
+
+
+def test_an_ipv4_loopback_client_of_a_dual_stack_server_is_local(admin, seeded):
+    """A server listening on ``::`` sees IPv4 clients as ``::ffff:a.b.c.d``: the
+    browser on this machine that opened http://127.0.0.1:PORT/ was refused."""
+    client = Client(wsgi_app(admin, clock=seeded.clock, insecure_no_auth=True))
+    local = client.get("/jobs", headers=LOCALHOST,
+                       environ_base={"REMOTE_ADDR": "::ffff:127.0.0.1"})
+    assert local.status_code == 200 and ESCAPED_TENANT in local.data
+    remote = client.get("/jobs", headers=LOCALHOST,
+                        environ_base={"REMOTE_ADDR": f"::ffff:{REMOTE}"})
+    assert remote.status_code == 403 and ESCAPED_TENANT not in remote.data
