@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
             return acting.on_ids(args, admin, "deleted", admin.delete,
                                  lambda state: state is not JobState.LEASED,
                                  "a leased job is running")
-        count = admin.delete_many(**filters, dry_run=args.dry_run)
+        count = admin.delete_many(**filters, dry_run=args.dry_run,
+                                  everything=args.all)
     noun = "completed job(s)" if args.state is JobState.COMPLETED else "dead letter(s)"
     operating.print_count(args, count, noun, "deleted")
     return common.OK
