@@ -35,7 +35,8 @@ def _job_ids(page: "Page") -> List[uuid.UUID]:
     if len(ids) > MAX_IDS:
         raise InvalidField("job_id", f"at most {MAX_IDS} jobs per request")
     try:
-        return [uuid.UUID(value) for value in ids]
+        # Each job once: the confirmation's count is of jobs, not of form fields.
+        return list(dict.fromkeys(uuid.UUID(value) for value in ids))
     except ValueError:
         raise InvalidField("job_id", "must be job ids (UUIDs)") from None
 

@@ -156,3 +156,21 @@ def test_a_relative_time_range_acts_on_the_jobs_it_counted(db):
     done = client.submit(page.find("form", class_="confirm"))
     assert done.status_code == 303 and "count=0" in done.headers["Location"]
     assert admin.delete_many(queue="drift", dry_run=True) == 4
+
+
+def test_a_job_named_twice_is_counted_once(browser, admin, seeded):
+    """The confirmation counts jobs: a form naming one job twice (in either spelling
+    of its id) said "Replay 2 jobs?" and then replayed 1."""
+    from werkzeug.datastructures import MultiDict
+
+    client = browser()
+    job_id = seeded.ids["dead"][0]
+    form = client.page(f"/jobs/{job_id}").find("form", action="/actions/replay")
+    response = client.post("/actions/replay", data=MultiDict(
+        list(form.fields()) + [("job_id", str(job_id).upper())]))
+    assert response.status_code == 200, response.text
+    page = parse(response.data)
+    assert page.find("p", class_="count").attrs["data-count"] == "1"
+    assert len(page.find("form", class_="confirm").find_all("input", name="job_id")) == 1
+    count, done = confirm(client, response)
+    assert "count=1" in done.headers["Location"]
