@@ -227,6 +227,21 @@ class QueueAdmin:
             raise InvalidField("state", f"only {names} jobs can be {verb}")
         return f
 
+    @staticmethod
+    def _check_scope(verb: str, noun: str, everything: object,
+                     filters: Sequence[object]) -> None:
+        """A bulk delete or discard names at least one filter, or says
+        ``everything=True``: a filter left empty (``queue=None`` from a value the
+        caller did not have) must not widen it to every job of every queue and
+        tenant."""
+        if everything is not True and everything is not False:
+            raise InvalidField("everything", "must be True or False")
+        if not everything and all(value is None for value in filters):
+            raise InvalidField("everything", f"no filter given: name at least one (queue, "
+                                             f"state, tenant_id, wire_name, failure, since, "
+                                             f"until), or pass everything=True to {verb} "
+                                             f"every {noun}")
+
     def _by_queue(self, rows: Sequence[Sequence[Any]]) -> Dict[str, List[str]]:
         by_queue: Dict[str, List[str]] = {}
         for job_id, queue_name in rows:
@@ -282,17 +297,21 @@ class QueueAdmin:
         return total
 
     def discard_many(self, queue: Optional[str] = None,
-                     state: Union[JobState, str, None] = JobState.PENDING,
+                     state: Union[JobState, str, None] = None,
                      tenant_id: Optional[str] = None, wire_name: Optional[str] = None,
                      failure: Union[Failure, str, None] = None,
                      since: Optional[Instant] = None, until: Optional[Instant] = None, *,
-                     dry_run: bool = False) -> int:
+                     dry_run: bool = False, everything: bool = False) -> int:
         """Discard every PENDING job matching the filters (those of :meth:`jobs`;
-        ``state`` may only be PENDING), as :meth:`discard` does one. Returns how many
-        were discarded, or with ``dry_run`` how many match now. Batches of 500, each
-        one UPDATE that checks the state and every filter again: a job claimed
-        meanwhile (leased, running) or whose last failure changed is left alone and
-        not counted."""
+        ``state`` may only be PENDING), as :meth:`discard` does one. At least one
+        filter is required, or ``everything=True`` for every pending job (else
+        ``InvalidField("everything")``, nothing changed). Returns how many were
+        discarded, or with ``dry_run`` how many match now. Batches of 500, each one
+        UPDATE that checks the state and every filter again: a job claimed meanwhile
+        (leased, running) or whose last failure changed is left alone and not
+        counted."""
+        self._check_scope("discard", "pending job", everything,
+                          (queue, state, tenant_id, wire_name, failure, since, until))
         f = self._bulk_filter("discarded", (JobState.PENDING,), queue, state, tenant_id,
                               wire_name, failure, since, until)
         if dry_run:
@@ -306,18 +325,22 @@ class QueueAdmin:
         return total
 
     def delete_many(self, queue: Optional[str] = None,
-                    state: Union[JobState, str, None] = JobState.DEAD_LETTER,
+                    state: Union[JobState, str, None] = None,
                     tenant_id: Optional[str] = None, wire_name: Optional[str] = None,
                     failure: Union[Failure, str, None] = None,
                     since: Optional[Instant] = None, until: Optional[Instant] = None, *,
-                    dry_run: bool = False) -> int:
+                    dry_run: bool = False, everything: bool = False) -> int:
         """Delete every finished job matching the filters (those of :meth:`jobs`;
         ``state`` DEAD_LETTER, the default, or COMPLETED), with its failure history,
-        as :meth:`delete` does one. Returns how many were deleted, or with
-        ``dry_run`` how many match now. Batches of 500, each one DELETE that checks
+        as :meth:`delete` does one. At least one filter is required, or
+        ``everything=True`` for every dead letter (else ``InvalidField("everything")``,
+        nothing deleted). Returns how many were deleted, or with ``dry_run`` how
+        many match now. Batches of 500, each one DELETE that checks
         the state and every filter again when it runs: a dead letter replayed
         meanwhile is pending and is kept (and not counted). The batches are paced as
         :meth:`prune`'s are. Deleted idempotency keys become free again."""
+        self._check_scope("delete", "dead letter", everything,
+                          (queue, state, tenant_id, wire_name, failure, since, until))
         f = self._bulk_filter("deleted", (JobState.DEAD_LETTER, JobState.COMPLETED), queue,
                               state, tenant_id, wire_name, failure, since, until)
         if dry_run:

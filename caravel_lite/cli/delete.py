@@ -1,5 +1,7 @@
 """``caravel-lite delete JOB_ID...`` deletes those jobs (any tenant) with their failure
-history, unless leased (running); ``caravel-lite delete --queue Q [--failure F]
+history, unless leased (running), and with ``--state`` only if each is still in
+that state (``delete ID --state dead``: a dead letter another operator replayed since
+it was listed is kept); ``caravel-lite delete --queue Q [--failure F]
 [--since 1h] ...`` deletes every dead letter matching the filters (at least one
 filter, or ``--all``; ``--state completed`` for completed jobs instead), in batches
 whose statements check the state and the filters again, so a dead letter replayed
@@ -28,17 +30,25 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 def run(args: argparse.Namespace) -> int:
     filters = {**operating.filters_of(args), "state": args.state}
     chosen = {k: v for k, v in filters.items() if v is not None}
-    if args.job_ids and (chosen or args.all):
-        raise common.UsageError("give job ids or filters, not both")
+    if args.job_ids and (set(chosen) - {"state"} or args.all):
+        raise common.UsageError("give job ids (with --state at most) or filters, not both")
     if not args.job_ids and not chosen and not args.all:
         raise common.UsageError("give job ids, a filter (--queue, --failure, --since ...) "
                                 "or --all")
+    if args.job_ids and args.state is JobState.LEASED:
+        raise common.UsageError("--state: a leased job is running and cannot be deleted")
     with operating.AdminSession(args) as admin:
         if args.job_ids:
-            return acting.on_ids(args, admin, "deleted", admin.delete,
-                                 lambda state: state is not JobState.LEASED,
-                                 "a leased job is running")
-        count = admin.delete_many(**filters, dry_run=args.dry_run)
+            seen = args.state
+            # The statement checks the state again: what --dry-run reads may change.
+            return acting.on_ids(args, admin, "deleted",
+                                 lambda ident: admin.delete(ident, state=seen),
+                                 lambda state: state is not JobState.LEASED
+                                 and (seen is None or state is seen),
+                                 "a leased job is running" if seen is None
+                                 else f"not {seen.value}")
+        count = admin.delete_many(**filters, dry_run=args.dry_run,
+                                  everything=args.all)
     noun = "completed job(s)" if args.state is JobState.COMPLETED else "dead letter(s)"
     operating.print_count(args, count, noun, "deleted")
     return common.OK

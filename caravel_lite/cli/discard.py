@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
             return acting.on_ids(args, admin, "discarded", admin.discard,
                                  lambda state: state is JobState.PENDING,
                                  "only waiting jobs can be discarded")
-        count = admin.discard_many(**filters, dry_run=args.dry_run)
+        count = admin.discard_many(**filters, dry_run=args.dry_run,
+                                   everything=args.all)
     operating.print_count(args, count, "pending job(s)", "discarded")
     return common.OK

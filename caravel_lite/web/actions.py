@@ -35,7 +35,8 @@ def _job_ids(page: "Page") -> List[uuid.UUID]:
     if len(ids) > MAX_IDS:
         raise InvalidField("job_id", f"at most {MAX_IDS} jobs per request")
     try:
-        return [uuid.UUID(value) for value in ids]
+        # Each job once: the confirmation's count is of jobs, not of form fields.
+        return list(dict.fromkeys(uuid.UUID(value) for value in ids))
     except ValueError:
         raise InvalidField("job_id", "must be job ids (UUIDs)") from None
 
@@ -82,6 +83,10 @@ def act(page: "Page", match: "re.Match[str]") -> Response:
     if not ids and not by_filter:
         raise InvalidField("job_id", "name at least one job, or act on a filter")
     job_filter = JobFilter.from_params(form).with_state(BULK_STATE[action]) if by_filter else None
+    if job_filter is not None and not confirmed:
+        # The range counted is the range acted on: a duration ("since 1h") becomes
+        # the instant it means now, and the confirmation form carries that instant.
+        job_filter = job_filter.pinned(page.now())
     kwargs = job_filter.admin_kwargs() if job_filter is not None else {}
 
     # By filter: one set-based call of the admin, whose statements check the state

@@ -48,7 +48,7 @@ class DashboardSettings:
     loopback only (logged at WARNING when the dashboard is made); the command line's
     own server needs neither on a loopback address (``Dashboard(bind=...)``). Without
     ``auth`` the dashboard only shows, and answers only requests from a loopback
-    address to a loopback name. ``read_only`` removes every action. ``show_payloads``
+    address to a loopback name that no proxy says it relayed. ``read_only`` removes every action. ``show_payloads``
     shows job payloads on the job page; they are never read otherwise.
     ``csrf_secret`` must be shared by all processes serving one dashboard.
     """
@@ -171,16 +171,18 @@ class Dashboard:
                 challenge = getattr(self.settings.auth, "challenge", REALM)
                 raise HttpError(401, "authentication required",
                                 [("WWW-Authenticate", challenge)])
-        elif not (_loopback_peer(request) and _loopback_host(request)):
+        elif not (_loopback_peer(request) and _loopback_host(request)
+                  and not _relayed(request)):
             # Without authentication only a browser on this machine may read the pages:
             # the peer's address must be loopback (a remote client can send any Host
             # header), and so must the Host header, which defeats DNS rebinding, where
             # another site's name is made to resolve to 127.0.0.1 so that its scripts
-            # can read them.
+            # can read them. A request a proxy relayed comes from the proxy's address,
+            # loopback when the proxy runs here, whoever its client is.
             raise HttpError(403, "without authentication the dashboard answers only "
                                  "on loopback (from 127.0.0.1 or ::1, to 127.0.0.1, ::1 or "
-                                 "localhost): configure authentication to serve it "
-                                 "beyond this machine")
+                                 "localhost, not relayed by a proxy): configure "
+                                 "authentication to serve it beyond this machine")
         if request.path.startswith("/static/"):
             return self._static(request)
         handler, match = self._route(request)
@@ -232,12 +234,29 @@ class Dashboard:
 
 def _loopback_peer(request: Request) -> bool:
     """The client's address (REMOTE_ADDR) is a loopback address; anything else,
-    including no address or a name, is not."""
+    including no address or a name, is not. A server listening on both IPv6 and IPv4
+    (``::``) sees an IPv4 client as ``::ffff:a.b.c.d``: 127.0.0.1 in that form is
+    loopback too (the kernel takes 127/8 sources only from this machine)."""
     peer = str(request.environ.get("REMOTE_ADDR") or "").strip()
     try:
-        return ipaddress.ip_address(peer.split("%")[0]).is_loopback
+        address = ipaddress.ip_address(peer.split("%")[0])
     except ValueError:
         return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool((mapped if mapped is not None else address).is_loopback)
+
+
+# Headers a reverse proxy adds to say whom it relays (RFC 7239 and the de facto ones).
+RELAY_HEADERS = ("HTTP_FORWARDED", "HTTP_X_FORWARDED_FOR", "HTTP_X_FORWARDED_HOST",
+                 "HTTP_X_REAL_IP")
+
+
+def _relayed(request: Request) -> bool:
+    """The request says a proxy relayed it: its REMOTE_ADDR is the proxy's, not the
+    client's, so it proves nothing about where the client is. (A proxy that adds none
+    of these headers cannot be told apart: one in front of an unauthenticated
+    dashboard serves it to the proxy's clients.)"""
+    return any(name in request.environ for name in RELAY_HEADERS)
 
 
 def _loopback_host(request: Request) -> bool:

@@ -23,6 +23,8 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _NAMES = {"queue_name": "queue", "state": "state", "tenant_id": "tenant",
           "wire_name": "wire_name", "failure": "failure", "since": "since", "until": "until"}
 _FORMER_NAMES = {"wire_name": "type"}
+# The longest duration, as the command line's flags take: "now" minus it is a date.
+MAX_DURATION = timedelta(days=36500)
 
 
 def parse_instant(field: str, text: str) -> Union[timedelta, datetime]:
@@ -30,7 +32,13 @@ def parse_instant(field: str, text: str) -> Union[timedelta, datetime]:
     ISO 8601 instant, as an aware datetime."""
     match = _DURATION.match(text.strip().lower())
     if match:
-        return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+        seconds = int(match.group(1)) * _UNITS[match.group(2)]
+        # Compared as an int: timedelta raises OverflowError far below what a
+        # query string can say (a 500 where the field was wrong).
+        if seconds > MAX_DURATION.total_seconds():
+            raise InvalidField(field, f"{text.strip()!r} is out of range: at most "
+                                      f"{MAX_DURATION.days}d")
+        return timedelta(seconds=seconds)
     try:
         instant = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
@@ -61,6 +69,20 @@ class JobFilter:
 
     def with_state(self, state: JobState) -> "JobFilter":
         return replace(self, state=state.value)
+
+    def pinned(self, now: datetime) -> "JobFilter":
+        """The filter with a duration in ``since``/``until`` replaced by the instant it
+        means at ``now`` (a bad value is kept, for :meth:`admin_kwargs` to name). A
+        confirmation carries this one: "the last hour" read again when the operator
+        presses its button would be another range than the one counted."""
+        pins = {}
+        for name in ("since", "until"):
+            text = getattr(self, name)
+            if text is not None and _DURATION.match(text.strip().lower()):
+                delta = parse_instant(name, text)
+                assert isinstance(delta, timedelta)
+                pins[name] = (now - delta).astimezone(timezone.utc).isoformat()
+        return replace(self, **pins)
 
     def admin_kwargs(self) -> Dict[str, object]:
         """Keyword arguments for ``QueueAdmin.jobs``/``replay_many``; a bad value raises

@@ -168,3 +168,24 @@ def test_a_worker_claiming_during_discard_many_never_runs_a_discarded_job(db, co
     assert states.count((JobState.DEAD_LETTER, Failure.DISCARDED)) == discarded
     assert completed + discarded == count and completed == len(worker.ran)
     assert discarded > 0 and completed > 0  # they overlapped
+
+
+def test_an_empty_filter_is_refused_unless_everything_is_meant(admin, seeded, db):
+    """``discard_many(queue=None)`` (a queue name the caller did not have) used to
+    discard every pending job of every queue and tenant, and ``delete_many()`` to
+    delete every dead letter: without a filter they refuse, changing nothing, unless
+    told ``everything=True``; a state alone is a filter (every dead letter)."""
+    before = row_count(db)
+    pending = len(seeded.where(category="ready") + seeded.where(category="delayed"))
+    for call in (lambda: admin.discard_many(), lambda: admin.discard_many(queue=None),
+                 lambda: admin.delete_many(), lambda: admin.delete_many(tenant_id=None),
+                 lambda: admin.delete_many(dry_run=True),
+                 lambda: admin.discard_many(everything="yes")):
+        with pytest.raises(InvalidField) as info:
+            call()
+        assert info.value.field == "everything"
+    assert row_count(db) == before
+    assert admin.discard_many(everything=True, dry_run=True) == pending
+    assert admin.discard_many(state="pending") == pending
+    # The dead letters and the jobs just discarded.
+    assert admin.delete_many(everything=True) == len(seeded.where(category="dead")) + pending

@@ -306,3 +306,24 @@ def test_an_unreachable_database_is_exit_1_with_one_line_and_no_password(db_url)
         assert "pa55-w0rd" not in result.stdout + result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
         assert result.stderr.startswith(f"caravel-lite {command}: database error")
+
+
+def test_delete_by_id_in_the_state_listed_keeps_a_job_replayed_since(db_url, db, seeded):
+    """An operator lists the dead letters, another replays one, the first deletes it
+    by id: with ``--state dead`` it is kept (pending now), exit 1 saying why."""
+    admin = QueueAdmin(db)
+    dead = str(seeded.ids[("mail", "tenant-a", "dead")])
+    completed = str(seeded.ids[("mail", "tenant-a", "completed")])
+    assert admin.replay(dead)
+    dry = cli(db_url, "delete", dead, "--state", "dead", "--dry-run")
+    assert dry.returncode == 1 and f"{dead} not deleted (pending: not dead_letter)" in dry.stdout
+    kept = cli(db_url, "delete", dead, "--state", "dead")
+    assert kept.returncode == 1, (kept.stdout, kept.stderr)
+    assert f"{dead} not deleted (pending: not dead_letter)" in kept.stdout
+    assert admin.job(dead).state is JobState.PENDING
+    assert ok(db_url, "delete", completed, "--state", "completed").stdout.strip() == (
+        f"{completed} deleted")
+    for args in (("--state", "leased"), ("--queue", "mail")):
+        refused = cli(db_url, "delete", dead, *args)
+        assert refused.returncode == 2, (args, refused.stderr)
+    assert admin.job(dead) is not None

@@ -124,3 +124,53 @@ def test_delete_from_a_job_page_keeps_a_job_replayed_meanwhile(browser, admin, s
     count, done = confirm(client, confirmation)
     assert count == 1 and done.status_code == 303 and "count=0" in done.headers["Location"]
     assert state_of(admin, job_id) is JobState.PENDING
+
+
+def test_a_relative_time_range_acts_on_the_jobs_it_counted(db):
+    """"Until 1s ago" is the instant it meant when the confirmation counted: pressing
+    the button later acts on that range, not on one read again at the later time
+    (which had grown to take in jobs the confirmation never counted). Ids carry the
+    wall clock; the dashboard's clock stands an hour behind it, so at first no job of
+    the queue is a second old, and two hours later every one is."""
+    from datetime import datetime, timedelta, timezone
+
+    from werkzeug.test import Client
+
+    from caravel_lite import QueueAdmin
+    from caravel_lite.testing import ManualClock
+    from caravel_lite.web import TokenAuth, wsgi_app
+    from tests.admin import races
+    from tests.web.conftest import AUTH, TOKEN, Browser
+
+    clock = ManualClock(datetime.now(timezone.utc) - timedelta(hours=1))
+    races.dead_letters(db, clock, 4, queue_name="drift")
+    admin = QueueAdmin(db, clock=clock)
+    client = Browser(Client(wsgi_app(admin, clock=clock, auth=TokenAuth(TOKEN))), AUTH)
+    form = [f for f in client.page("/dead-letters?queue=drift").find_all(
+        "form", action="/actions/delete") if f.find_all("input", name="scope")][0]
+    response = client.submit(form, extra=[("until", "1s")])
+    assert response.status_code == 200, response.text
+    page = parse(response.data)
+    assert int(page.find("p", class_="count").attrs["data-count"]) == 0
+    clock.advance(timedelta(hours=2))
+    done = client.submit(page.find("form", class_="confirm"))
+    assert done.status_code == 303 and "count=0" in done.headers["Location"]
+    assert admin.delete_many(queue="drift", dry_run=True) == 4
+
+
+def test_a_job_named_twice_is_counted_once(browser, admin, seeded):
+    """The confirmation counts jobs: a form naming one job twice (in either spelling
+    of its id) said "Replay 2 jobs?" and then replayed 1."""
+    from werkzeug.datastructures import MultiDict
+
+    client = browser()
+    job_id = seeded.ids["dead"][0]
+    form = client.page(f"/jobs/{job_id}").find("form", action="/actions/replay")
+    response = client.post("/actions/replay", data=MultiDict(
+        list(form.fields()) + [("job_id", str(job_id).upper())]))
+    assert response.status_code == 200, response.text
+    page = parse(response.data)
+    assert page.find("p", class_="count").attrs["data-count"] == "1"
+    assert len(page.find("form", class_="confirm").find_all("input", name="job_id")) == 1
+    count, done = confirm(client, response)
+    assert "count=1" in done.headers["Location"]

@@ -24,6 +24,10 @@ def test_parse_instant(text, expected):
     assert parse_instant("since", text) == expected
 
 
+def test_the_longest_duration_is_36500_days():
+    assert parse_instant("since", "36500d") == timedelta(days=36500)
+
+
 def test_parse_instant_names_the_field():
     with pytest.raises(InvalidField) as info:
         parse_instant("until", "yesterday")
@@ -53,7 +57,11 @@ def test_the_wire_name_field_is_named_as_on_the_command_line():
 
 
 @pytest.mark.parametrize("query, field", [("state=done", "state"), ("failure=oops", "failure"),
-                                          ("since=soon", "since")])
+                                          ("since=soon", "since"),
+                                          # timedelta's OverflowError, a 500, before.
+                                          ("since=99999999999999d", "since"),
+                                          ("until=1000000000000000000000s", "until"),
+                                          ("until=36501d", "until")])
 def test_bad_filter_names_the_field(query, field):
     with pytest.raises(InvalidField) as info:
         JobFilter.from_params(Params.parse(query)).admin_kwargs()

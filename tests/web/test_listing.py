@@ -31,13 +31,15 @@ def shown(instant) -> str:
 
 def test_ids_are_shown_whole_and_tell_jobs_apart(browser, seeded):
     """The seed's jobs were all made within a second, so every one of them has the same
-    first 8 (and 13) characters: the list shows each id whole."""
+    first 8 characters (those of 65 seconds): the list shows each id whole."""
     page = browser().page("/jobs")
     rows = table_rows(page)
     texts: List[str] = [cells["Job"].text() for cells in rows.values()]
     assert texts == list(rows)  # the whole id, as the link's target has it
     assert len(set(texts)) == len(texts) == len(seeded.all_ids())
-    assert len({text[:13] for text in texts}) < len(texts)  # a shared time prefix
+    # A shared time prefix. Not of 13 characters (one millisecond): on a loaded
+    # machine each of the seed's jobs may be made in a millisecond of its own.
+    assert len({text[:8] for text in texts}) < len(texts)
     for job_id, cells in rows.items():
         assert cells["Job"].find("a").attrs["href"] == f"/jobs/{job_id}"
         assert cells["Job"].find("code", class_="job-id").text() == job_id

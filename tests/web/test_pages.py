@@ -108,6 +108,15 @@ def test_a_bad_filter_is_a_400_naming_the_field_with_the_form_kept(browser):
     assert b'name="queue" value="emails"' in response.data
 
 
+def test_a_duration_out_of_range_is_a_400_naming_the_field(browser):
+    """timedelta's OverflowError used to end the request in a 500."""
+    client = browser()
+    for path in ("/jobs?since=99999999999999d", "/dead-letters?until=9999999999w"):
+        response = client.get(path)
+        assert response.status_code == 400, (path, response.status_code)
+        assert b"out of range: at most 36500d" in response.data
+
+
 def test_keyset_pagination_walks_every_job_once(browser, seeded):
     client = browser(page_size=3)
     seen: List[uuid.UUID] = []

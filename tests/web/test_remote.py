@@ -99,3 +99,38 @@ def test_a_remote_client_saying_host_localhost_reads_nothing_asgi(admin, seeded)
     with TestClient(authed, base_url="http://localhost", client=(REMOTE, 40000)) as remote:
         assert remote.get("/ops/jobs").status_code == 401
         assert remote.get("/ops/jobs", headers=AUTH).status_code == 200
+
+
+@pytest.mark.parametrize("header", [("X-Forwarded-For", REMOTE), ("X-Real-IP", REMOTE),
+                                    ("Forwarded", f"for={REMOTE}"),
+                                    ("X-Forwarded-Host", "queue.example.com")])
+def test_a_request_relayed_by_a_proxy_on_this_machine_reads_nothing(admin, seeded, header):
+    """A reverse proxy on this machine (nginx's plain ``proxy_pass
+    http://127.0.0.1:8000``) connects from 127.0.0.1 and names 127.0.0.1:8000 as the
+    Host, whoever its client is: the proxy's forwarding header is what tells."""
+    client = Client(wsgi_app(admin, clock=seeded.clock, insecure_no_auth=True))
+    proxied = {"REMOTE_ADDR": "127.0.0.1"}
+    name, value = header
+    relayed = client.get("/jobs", headers={"Host": "127.0.0.1:8000", name: value},
+                         environ_base=proxied)
+    assert relayed.status_code == 403 and ESCAPED_TENANT not in relayed.data
+    assert "proxy" in relayed.text
+    direct = client.get("/jobs", headers={"Host": "127.0.0.1:8000"}, environ_base=proxied)
+    assert direct.status_code == 200 and ESCAPED_TENANT in direct.data
+    # With authentication a proxy in front is the usual set-up.
+    authed = Client(wsgi_app(admin, clock=seeded.clock, auth=TokenAuth(TOKEN)))
+    assert authed.get("/jobs", headers={name: value, **AUTH},
+                      environ_base=proxied).status_code == 200
+
+
+
+def test_an_ipv4_loopback_client_of_a_dual_stack_server_is_local(admin, seeded):
+    """A server listening on ``::`` sees IPv4 clients as ``::ffff:a.b.c.d``: the
+    browser on this machine that opened http://127.0.0.1:PORT/ was refused."""
+    client = Client(wsgi_app(admin, clock=seeded.clock, insecure_no_auth=True))
+    local = client.get("/jobs", headers=LOCALHOST,
+                       environ_base={"REMOTE_ADDR": "::ffff:127.0.0.1"})
+    assert local.status_code == 200 and ESCAPED_TENANT in local.data
+    remote = client.get("/jobs", headers=LOCALHOST,
+                        environ_base={"REMOTE_ADDR": f"::ffff:{REMOTE}"})
+    assert remote.status_code == 403 and ESCAPED_TENANT not in remote.data
