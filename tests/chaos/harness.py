@@ -1,0 +1,472 @@
+"""One fault-injection run of the whole worker (issue #22), against the public API.
+
+A run on a migrated database with an empty queue:
+
+1. creates ``chaos_runs`` and enqueues ``initial_jobs`` jobs (sync and async);
+2. for ``seconds``, keeps ``workers`` worker processes (:mod:`tests.chaos.worker`)
+   running, each behind its own :class:`~tests.chaos.proxy.ChaosProxy` on PostgreSQL and
+   MariaDB; on the seeded schedule (:mod:`tests.chaos.plan`) it stops one with a
+   signal (SIGTERM, SIGINT, SIGINT twice, or SIGTERM/SIGINT to a worker that turns them
+   into SystemExit/KeyboardInterrupt) and starts a new one, and injects a proxy fault
+   (a reply dropped after the server ran the request, a connection reset, a black hole,
+   refused connections) into one worker's or the enqueuer's path; meanwhile a thread
+   enqueues more jobs through its own proxy;
+3. lets the faults end, stops every worker with SIGTERM, then drains the queue with
+   fresh workers connected directly (no faults, no signals) until every job is final;
+4. audits the records (:mod:`tests.chaos.invariants`).
+
+SQLite runs have no proxy: signals and handler faults only. The result says what was
+injected and which invariants broke, with job ids; :func:`describe` renders it with
+the seed, which reproduces the schedules (not the processes' timing).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+from urllib.parse import urlsplit
+
+from caravel_lite import DatabaseQueue, Dispatch, QueueOptions, open_database
+from tests.chaos import invariants, jobs, plan
+from tests.chaos.plan import Mode, Schedule, Stop
+from tests.chaos.proxy import ChaosProxy, Window
+
+ROOT = Path(__file__).resolve().parents[2]
+FINAL_STATES = ("completed", "dead_letter")
+DRAIN_ROTATION = 8.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The size of a run. Leases are short (2 s, renewed every 0.5 s, at most 4 s), so
+    that handlers block past them within seconds and leases lost to a stop expire
+    within the run."""
+
+    seconds: float = 20.0
+    workers: int = 3
+    concurrency: int = 6
+    initial_jobs: int = 300
+    enqueue_per_second: float = 15.0
+    lease: float = 2.0
+    renewal: float = 0.5
+    lifetime: float = 4.0
+    max_attempts: int = 10
+    shutdown_timeout: float = 3.0
+    max_outage: float = 60.0
+    drain_timeout: float = 40.0
+    # A stopped worker that has not exited this long after its stop is killed (and the
+    # run reports it): the shutdown timeout plus time for an outage's reconnects.
+    exit_timeout: float = 20.0
+
+
+@dataclass
+class WorkerProcess:
+    """One worker process as the harness saw it (times are wall-clock seconds)."""
+
+    index: int
+    mode: Mode
+    log: Path
+    stderr: Path
+    popen: subprocess.Popen
+    proxy: Optional[ChaosProxy]
+    started_at: float
+    stop: Optional[Stop] = None
+    signalled_at: Optional[float] = None
+    # The moment from which the worker may abandon what its handlers do: the signal
+    # that ends the run abruptly (the second SIGINT of SIGINT_TWICE), else the first.
+    abrupt_at: Optional[float] = None
+    second_sigint_at: Optional[float] = None
+    exited_at: Optional[float] = None
+    returncode: Optional[int] = None
+    killed: bool = False
+    drain: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def ready(self) -> bool:
+        try:
+            return self.log.read_bytes().startswith(b"ready")
+        except FileNotFoundError:
+            return False
+
+    def windows(self) -> List[Window]:
+        return list(self.proxy.windows) if self.proxy is not None else []
+
+
+@dataclass
+class RunResult:
+    backend: str
+    seed: int
+    seconds: float = 0.0
+    jobs: int = 0
+    completed: int = 0
+    dead_lettered: int = 0
+    runs: int = 0
+    faults: Counter = field(default_factory=Counter)
+    stops: Counter = field(default_factory=Counter)
+    behaviours: Counter = field(default_factory=Counter)
+    outcomes: Counter = field(default_factory=Counter)
+    enqueued: int = 0
+    workers_started: int = 0
+    violations: Dict[str, List[str]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+class _Enqueuer(threading.Thread):
+    """Enqueues jobs at a steady rate until stopped; half carry an idempotency key
+    (repeated after an error, which is safe), half none (never repeated: a second
+    call would be a second job)."""
+
+    def __init__(self, queue: DatabaseQueue, first_n: int, per_second: float,
+                 proxy: Optional[ChaosProxy]) -> None:
+        super().__init__(name="chaos-enqueuer", daemon=True)
+        self.queue = queue
+        self.proxy = proxy
+        self.n = first_n
+        self.pause = 1.0 / per_second if per_second > 0 else None
+        self.stop = threading.Event()
+        self.accepted: List[Tuple[str, bool, bool]] = []  # job id, keyed, already_enqueued
+        self.errors: Counter = Counter()
+
+    def run(self) -> None:
+        if self.pause is None:
+            return
+        while not self.stop.wait(self.pause):
+            self.n += 1
+            keyed = self.n % 2 == 0
+            for _ in range(5 if keyed else 1):
+                try:
+                    result = self.queue.enqueue(_job(self.n), _dispatch(self.n, keyed))
+                except Exception as exc:  # an injected fault: counted, and not hidden
+                    self.errors[type(exc).__name__] += 1
+                    if self.stop.wait(0.2):
+                        return
+                    continue
+                self.accepted.append((str(result.job_id), keyed, result.already_enqueued))
+                break
+        self.queue.db.close()
+
+
+def _job(n: int) -> object:
+    return jobs.AsyncWork(n) if n % 3 == 0 else jobs.SyncWork(n)
+
+
+def _dispatch(n: int, keyed: bool) -> Dispatch:
+    return Dispatch(queue=jobs.QUEUE, tenant_id=jobs.TENANT,
+                    idempotency_key=f"job-{n}" if keyed else None)
+
+
+class Run:
+    """The processes, proxies and records of one run; see the module docstring."""
+
+    def __init__(self, backend: str, url: str, seed: int, settings: Settings,
+                 directory: Path) -> None:
+        self.backend = backend
+        self.url = url
+        self.seed = seed
+        self.settings = settings
+        self.directory = directory
+        self.schedule = Schedule(seed)
+        self.faulty = backend != "sqlite"
+        parts = urlsplit(url)
+        self.server = (parts.hostname or "127.0.0.1", parts.port or 0)
+        self.workers: List[WorkerProcess] = []
+        self.proxies: List[ChaosProxy] = []
+        self.second_sigints: List[WorkerProcess] = []
+        self.db = open_database(url)
+        self.options = QueueOptions(lease_duration=timedelta(seconds=settings.lease),
+                                    max_attempts=settings.max_attempts)
+
+    # -- processes -------------------------------------------------------------------
+
+    def _proxy(self) -> Optional[ChaosProxy]:
+        if not self.faulty:
+            return None
+        proxy = ChaosProxy(self.server).start()
+        self.proxies.append(proxy)
+        return proxy
+
+    def start_worker(self, mode: Mode, drain: bool = False) -> WorkerProcess:
+        index = len(self.workers)
+        proxy = None if drain else self._proxy()
+        url = proxy.through(self.url) if proxy is not None else self.url
+        log = self.directory / f"worker{index}.log"
+        stderr = self.directory / f"worker{index}.err"
+        s = self.settings
+        argv = [sys.executable, "-m", "tests.chaos.worker", "--url", url,
+                "--results-url", self.url, "--seed", str(self.seed), "--mode", mode.value,
+                "--log", str(log), "--concurrency", str(s.concurrency),
+                "--lease", str(s.lease), "--renewal", str(s.renewal),
+                "--lifetime", str(s.lifetime), "--max-attempts", str(s.max_attempts),
+                "--shutdown-timeout", str(s.shutdown_timeout),
+                "--max-outage", str(s.max_outage)]
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        with open(stderr, "wb") as err:
+            popen = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                     stderr=err)
+        worker = WorkerProcess(index, mode, log, stderr, popen, proxy, time.time(),
+                               drain=drain)
+        self.workers.append(worker)
+        return worker
+
+    def live(self) -> List[WorkerProcess]:
+        return [w for w in self.workers if w.exited_at is None]
+
+    def reap(self) -> None:
+        for worker in self.live():
+            code = worker.popen.poll()
+            if code is not None:
+                worker.exited_at = time.time()
+                worker.returncode = code
+                if worker.proxy is not None:
+                    worker.proxy.close()
+
+    def signal(self, worker: WorkerProcess, stop: Stop) -> None:
+        """Send the first signal of ``stop`` (a second SIGINT is sent later)."""
+        worker.stop = stop
+        sent = time.time()
+        worker.signalled_at = sent
+        if stop is not Stop.SIGINT_TWICE:
+            worker.abrupt_at = sent
+        signum = signal.SIGTERM if stop in (Stop.SIGTERM, Stop.SIGTERM_EXIT) else signal.SIGINT
+        worker.popen.send_signal(signum)
+        if stop is Stop.SIGINT_TWICE:
+            worker.second_sigint_at = sent + self.schedule.second_sigint_after()
+            self.second_sigints.append(worker)
+
+    def _send_second_sigints(self, now: float) -> None:
+        for worker in list(self.second_sigints):
+            assert worker.second_sigint_at is not None
+            if now >= worker.second_sigint_at:
+                self.second_sigints.remove(worker)
+                worker.abrupt_at = time.time()
+                if worker.exited_at is None and worker.popen.poll() is None:
+                    worker.popen.send_signal(signal.SIGINT)
+
+    def wait_ready(self, workers: List[WorkerProcess], timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        for worker in workers:
+            while not worker.ready() and worker.popen.poll() is None:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"worker {worker.pid} did not start: "
+                                         f"{worker.stderr.read_text(errors='replace')}")
+                time.sleep(0.01)
+
+    def stop_all(self, workers: List[WorkerProcess]) -> None:
+        """SIGTERM to each (a clean stop, or SystemExit for exit_on_sigterm workers),
+        then wait; kill what is still there after ``exit_timeout``. A worker still
+        starting is signalled once it handles signals (before, SIGTERM kills it)."""
+        self.wait_ready([w for w in workers if w.exited_at is None])
+        for worker in workers:
+            if worker.exited_at is None and worker.signalled_at is None:
+                self.signal(worker, Stop.SIGTERM if worker.mode is Mode.HANDLE_SIGNALS
+                            else Stop.SIGTERM_EXIT)
+        self.wait_exits(workers)
+
+    def wait_exits(self, workers: List[WorkerProcess]) -> None:
+        while True:
+            self.reap()
+            now = time.time()
+            self._send_second_sigints(now)
+            waiting = [w for w in workers if w.exited_at is None]
+            if not waiting:
+                return
+            for worker in waiting:
+                assert worker.signalled_at is not None
+                if now - worker.signalled_at > self.settings.exit_timeout:
+                    worker.killed = True
+                    worker.popen.kill()
+            time.sleep(0.02)
+
+    def kill_everything(self) -> None:
+        for worker in self.workers:
+            if worker.popen.poll() is None:
+                worker.popen.kill()
+        for worker in self.workers:
+            worker.popen.wait()
+        for proxy in self.proxies:
+            proxy.close()
+
+    # -- faults ----------------------------------------------------------------------
+
+    def inject(self, targets: List[ChaosProxy], result: RunResult) -> None:
+        kind = self.schedule.fault()
+        proxy = self.schedule.pick(targets)
+        if kind == "drop_reply":
+            proxy.drop_reply()
+            result.faults["drop_reply_armed"] += 1
+        elif kind == "reset":
+            proxy.reset(self.schedule.faults, every=self.schedule.faults.random() < 0.3)
+        elif kind == "blackhole":
+            proxy.blackhole(self.schedule.window())
+        else:
+            proxy.refuse(self.schedule.window())
+
+    # -- the run ---------------------------------------------------------------------
+
+    def prepare(self) -> int:
+        with self.db.connection_context():
+            jobs.create_table(self.db)
+            queue = DatabaseQueue(self.db, jobs.registry, self.options)
+            for n in range(1, self.settings.initial_jobs + 1):
+                queue.enqueue(_job(n), _dispatch(n, keyed=n % 2 == 0))
+        return self.settings.initial_jobs
+
+    def chaos(self, result: RunResult, enqueuer: _Enqueuer) -> None:
+        s = self.settings
+        for _ in range(s.workers):
+            self.start_worker(self.schedule.mode())
+        self.wait_ready(self.live())
+        enqueuer.start()
+        now = time.time()
+        end = now + s.seconds
+        next_stop = now + self.schedule.stop_gap()
+        next_fault = now + self.schedule.fault_gap()
+        while time.time() < end:
+            self.reap()
+            now = time.time()
+            self._send_second_sigints(now)
+            running = [w for w in self.live() if w.signalled_at is None]
+            for _ in range(s.workers - len(running)):
+                self.start_worker(self.schedule.mode())
+            if now >= next_stop:
+                ready = [w for w in running if w.ready()]
+                if ready:
+                    victim = self.schedule.pick(ready) if len(ready) > 1 else ready[0]
+                    self.signal(victim, self.schedule.stop_for(victim.mode))
+                next_stop = now + self.schedule.stop_gap()
+            if self.faulty and now >= next_fault:
+                targets = [w.proxy for w in self.live() if w.proxy is not None]
+                if enqueuer.proxy is not None:
+                    targets.append(enqueuer.proxy)
+                if targets:
+                    self.inject(targets, result)
+                next_fault = now + self.schedule.fault_gap()
+            time.sleep(0.02)
+        enqueuer.stop.set()
+        enqueuer.join(30)
+        # Let every window end before the last stops, so that they are clean stops of
+        # workers that can reach their database.
+        ends = [window.end for proxy in self.proxies for window in proxy.windows]
+        while ends and time.time() < max(ends) + 0.5:
+            self.reap()
+            self._send_second_sigints(time.time())
+            time.sleep(0.02)
+        self.stop_all(self.live())
+
+    def drain(self) -> bool:
+        """Fresh workers, straight to the database, until every job is final."""
+        drainers = [self.start_worker(Mode.HANDLE_SIGNALS, drain=True)
+                    for _ in range(self.settings.workers)]
+        self.wait_ready(drainers)
+        deadline = time.monotonic() + self.settings.drain_timeout
+        rotate = time.monotonic() + DRAIN_ROTATION
+        done = False
+        while time.monotonic() < deadline:
+            self.reap()
+            self._send_second_sigints(time.time())
+            if self._open_jobs() == 0:
+                done = True
+                break
+            if time.monotonic() >= rotate:
+                # A worker a handler wedged would hold its jobs to the end: the oldest
+                # drainer is replaced now and then (a clean stop).
+                rotate = time.monotonic() + DRAIN_ROTATION
+                oldest = next(w for w in drainers if w.signalled_at is None)
+                self.signal(oldest, Stop.SIGTERM)
+                drainers.append(self.start_worker(Mode.HANDLE_SIGNALS, drain=True))
+            time.sleep(0.2)
+        self.stop_all(drainers)
+        return done
+
+    def _open_jobs(self) -> int:
+        p = self.db.param
+        with self.db.connection_context():
+            row = self.db.execute_sql(
+                f"SELECT COUNT(*) FROM caravel_jobs WHERE queue = {p} "
+                f"AND state NOT IN ({p}, {p})", (jobs.QUEUE, *FINAL_STATES)).fetchone()
+        return int(row[0])
+
+    def execute(self) -> RunResult:
+        result = RunResult(self.backend, self.seed)
+        started = time.monotonic()
+        enqueue_proxy = self._proxy()
+        enqueue_db = open_database(enqueue_proxy.through(self.url) if enqueue_proxy
+                                   else self.url)
+        initial = self.prepare()
+        enqueuer = _Enqueuer(DatabaseQueue(enqueue_db, jobs.registry, self.options),
+                             initial, self.settings.enqueue_per_second, enqueue_proxy)
+        try:
+            self.chaos(result, enqueuer)
+            self.drain()
+        finally:
+            self.kill_everything()
+        result.seconds = time.monotonic() - started
+        result.enqueued = initial + len(enqueuer.accepted)
+        result.workers_started = len(self.workers)
+        for proxy in self.proxies:
+            result.faults.update(proxy.counts)
+        for worker in self.workers:
+            if worker.stop is not None and not worker.drain:
+                result.stops[worker.stop.value] += 1
+        with self.db.connection_context():
+            evidence = invariants.Evidence.gather(self.db, self.workers, enqueuer.accepted,
+                                                  self.settings)
+        invariants.summarise(evidence, result)
+        result.violations = invariants.check(evidence)
+        self.db.close()
+        self._write_workers()
+        return result
+
+    def _write_workers(self) -> None:
+        """What the harness did to each process, beside their logs (for a post-mortem)."""
+        rows = [{"pid": w.pid, "mode": w.mode.value, "drain": w.drain,
+                 "log": w.log.name, "started_at": w.started_at,
+                 "stop": w.stop.value if w.stop else None, "signalled_at": w.signalled_at,
+                 "abrupt_at": w.abrupt_at, "exited_at": w.exited_at,
+                 "returncode": w.returncode, "killed": w.killed,
+                 "windows": [(x.fault.value, x.start, x.end) for x in w.windows()]}
+                for w in self.workers]
+        (self.directory / "workers.json").write_text(json.dumps(rows, indent=1))
+
+
+def run(backend: str, url: str, seed: int, settings: Settings, directory: Path) -> RunResult:
+    """One run on ``url`` (migrated, with an empty ``chaos`` queue)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return Run(backend, url, seed, settings, directory).execute()
+
+
+def describe(result: RunResult) -> str:
+    """The run in a few lines: seed, what was injected, and each broken invariant with
+    job ids (at most 10 of them)."""
+    lines = [f"chaos run on {result.backend}, seed {result.seed}: {result.jobs} jobs, "
+             f"{result.runs} handler runs, {result.workers_started} worker processes, "
+             f"{result.seconds:.1f} s",
+             "  faults: " + _counts(result.faults),
+             "  stops: " + _counts(result.stops),
+             "  handler runs by outcome: " + _counts(result.outcomes)]
+    if not result.violations:
+        lines.append("  invariants: all held")
+    for name, items in sorted(result.violations.items()):
+        lines.append(f"  VIOLATED {name} ({invariants.DESCRIPTIONS[name]}): {len(items)}")
+        lines.extend(f"    {item}" for item in items[:10])
+    lines.append(f"  reproduce the schedules with seed {result.seed}")
+    return "\n".join(lines)
+
+
+def _counts(counter: Counter) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counter.items())) or "none"
