@@ -428,6 +428,8 @@ class Run:
                                                   self.settings)
         invariants.summarise(evidence, result)
         result.violations = invariants.check(evidence)
+        with self.db.connection_context():
+            jobs.drop_table(self.db)
         self.db.close()
         self._write_workers()
         return result

@@ -170,8 +170,12 @@ async def run_async(job: AsyncWork, ctx: JobContext) -> None:
     run.end("returned")
 
 
-def create_table(db: peewee.Database) -> None:
+def drop_table(db: peewee.Database) -> None:
     db.execute_sql(f"DROP TABLE IF EXISTS {RUNS}")
+
+
+def create_table(db: peewee.Database) -> None:
+    drop_table(db)
     db.execute_sql(f"CREATE TABLE {RUNS} (run_id VARCHAR(36) PRIMARY KEY, "
                    "job_id VARCHAR(36) NOT NULL, n INTEGER NOT NULL, attempt INTEGER NOT NULL, "
                    "pid INTEGER NOT NULL, behaviour VARCHAR(24) NOT NULL, "

@@ -9,8 +9,9 @@ faults of issue #22 on request, and counts what it injected by kind.
   server's side closed.
 - ``blackhole(seconds)``: nothing is forwarded either way, on open and new connections,
   and nothing is closed: a partition that drops packets. Forwarding resumes after it.
-- ``refuse(seconds)``: the listener is closed (new connections are refused) and opened
-  again on the same port after it; open connections carry on.
+- ``refuse(seconds)``: every new connection is reset as soon as it is accepted (as a
+  server that refuses it; closing the listener instead would free its port for
+  another socket to take meanwhile); open connections carry on.
 
 It knows nothing of the database protocols: a "request" is the first bytes a client
 sends after the server last answered it. Windows of the faults that stop traffic
@@ -198,27 +199,9 @@ class ChaosProxy:
         window = Window(Fault.REFUSE, now, now + seconds)
         with self._lock:
             self._refusing_until = max(self._refusing_until, window.end)
-            listener, self._listener = self._listener, None
             self.windows.append(window)
             self.counts[Fault.REFUSE.value] += 1
-        if listener is not None:
-            listener.close()
-            timer = threading.Timer(seconds, self._reopen)
-            timer.daemon = True
-            timer.start()
         return window
-
-    def _reopen(self) -> None:
-        with self._lock:
-            if self._closed or self._listener is not None:
-                return
-            late = self._refusing_until - time.time()
-        if late > 0:  # a longer refusal began meanwhile
-            timer = threading.Timer(late, self._reopen)
-            timer.daemon = True
-            timer.start()
-            return
-        self._listen()
 
     # -- forwarding ------------------------------------------------------------------
 
@@ -235,7 +218,12 @@ class ChaosProxy:
             try:
                 client, _ = listener.accept()
             except OSError:
-                return  # closed: refusing, or the proxy is closed
+                return  # the proxy is closed
+            with self._lock:
+                refusing = time.time() < self._refusing_until
+            if refusing:
+                _Pair(client, client).reset()
+                continue
             threading.Thread(target=self._connect, args=(client,), daemon=True,
                              name="chaos-connect").start()
 
