@@ -43,6 +43,9 @@ from tests.chaos.proxy import ChaosProxy, Window
 ROOT = Path(__file__).resolve().parents[2]
 FINAL_STATES = ("completed", "dead_letter")
 DRAIN_ROTATION = 8.0
+# How each server locks the jobs table against writes for a stall, and unlocks it.
+TABLE_LOCKS = {"postgres": ("LOCK TABLE caravel_jobs IN EXCLUSIVE MODE", None),
+               "mysql": ("LOCK TABLES caravel_jobs WRITE", "UNLOCK TABLES")}
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class Settings:
     seconds: float = 20.0
     workers: int = 3
     concurrency: int = 6
-    initial_jobs: int = 300
+    initial_jobs: int = 500
     enqueue_per_second: float = 15.0
     lease: float = 2.0
     renewal: float = 0.5
@@ -66,6 +69,11 @@ class Settings:
     # A stopped worker that has not exited this long after its stop is killed (and the
     # run reports it): the shutdown timeout plus time for an outage's reconnects.
     exit_timeout: float = 20.0
+    # The seeded mixes (tests.chaos.plan): what handlers do, which faults, which
+    # ways of taking signals; "name=weight,...".
+    behaviours: str = plan.BEHAVIOURS
+    faults: str = plan.FAULTS
+    modes: str = plan.MODES
 
 
 @dataclass
@@ -180,13 +188,15 @@ class Run:
         self.seed = seed
         self.settings = settings
         self.directory = directory
-        self.schedule = Schedule(seed)
+        self.schedule = Schedule(seed, settings.faults, settings.modes)
         self.faulty = backend != "sqlite"
         parts = urlsplit(url)
         self.server = (parts.hostname or "127.0.0.1", parts.port or 0)
         self.workers: List[WorkerProcess] = []
         self.proxies: List[ChaosProxy] = []
         self.second_sigints: List[WorkerProcess] = []
+        self.stalled_until = 0.0
+        self.stalls: List[Tuple[float, float]] = []
         self.db = open_database(url)
         self.options = QueueOptions(lease_duration=timedelta(seconds=settings.lease),
                                     max_attempts=settings.max_attempts)
@@ -213,7 +223,7 @@ class Run:
                 "--lease", str(s.lease), "--renewal", str(s.renewal),
                 "--lifetime", str(s.lifetime), "--max-attempts", str(s.max_attempts),
                 "--shutdown-timeout", str(s.shutdown_timeout),
-                "--max-outage", str(s.max_outage)]
+                "--max-outage", str(s.max_outage), "--behaviours", s.behaviours]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         with open(stderr, "wb") as err:
             popen = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
@@ -311,10 +321,37 @@ class Run:
             result.faults["drop_reply_armed"] += 1
         elif kind == "reset":
             proxy.reset(self.schedule.faults, every=self.schedule.faults.random() < 0.3)
+        elif kind == "stall":
+            # One at a time, a lease apart: back to back they would be one long
+            # outage, which no worker can be asked to ride out without losing leases.
+            seconds = self.schedule.stall()
+            now = time.time()
+            if now >= self.stalled_until + self.settings.lease:
+                self.stalled_until = now + seconds
+                self.stalls.append((now, now + seconds))
+                threading.Thread(target=self._stall, args=(seconds,), daemon=True,
+                                 name="chaos-stall").start()
+                result.faults["stall"] += 1
         elif kind == "blackhole":
             proxy.blackhole(self.schedule.window())
         else:
             proxy.refuse(self.schedule.window())
+
+    def _stall(self, seconds: float) -> None:
+        """Hold a lock on the jobs table (not on chaos_runs) for ``seconds``."""
+        lock, unlock = TABLE_LOCKS[self.backend]
+        db = open_database(self.url)
+        try:
+            with db.connection_context():
+                with db.atomic():
+                    db.execute_sql(lock)
+                    time.sleep(seconds)
+                    if unlock:
+                        db.execute_sql(unlock)
+        except Exception:  # a stall that could not be set up is no fault of the worker
+            pass
+        finally:
+            db.close()
 
     # -- the run ---------------------------------------------------------------------
 
@@ -443,7 +480,8 @@ class Run:
                  "returncode": w.returncode, "killed": w.killed,
                  "windows": [(x.fault.value, x.start, x.end) for x in w.windows()]}
                 for w in self.workers]
-        (self.directory / "workers.json").write_text(json.dumps(rows, indent=1))
+        (self.directory / "workers.json").write_text(json.dumps(
+            {"seed": self.seed, "workers": rows, "stalls": self.stalls}, indent=1))
 
 
 def run(backend: str, url: str, seed: int, settings: Settings, directory: Path) -> RunResult:

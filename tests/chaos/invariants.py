@@ -59,7 +59,7 @@ DESCRIPTIONS = {
     "worker_exit": "a worker exits only when stopped, with the stop's exit code",
     "worker_hung": "a stopped worker exits within the exit timeout",
     "stop_waited_out": "a clean stop (SIGTERM, SIGINT) ends before the shutdown timeout, "
-                       "every handler here ending within 50 ms of ctx.cancelled",
+                       "every handler here ending within 0.3 s of ctx.cancelled",
 }
 
 

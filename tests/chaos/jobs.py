@@ -55,12 +55,15 @@ _state: Dict[str, object] = {}
 
 
 def configure(results_url: str, seed: int, lease_seconds: float,
-              note: Optional[Callable[..., None]] = None) -> None:
+              note: Optional[Callable[..., None]] = None,
+              behaviours: str = plan.BEHAVIOURS) -> None:
     """Where runs are recorded, the plan's seed, the lease a slow handler outlasts,
     and ``note(*words)``, which logs a handler's return or raise right before it
     happens (the worker process's log: a write that takes microseconds, where the
-    database record's end time is taken before a statement)."""
-    _state.update(url=results_url, seed=seed, lease=lease_seconds, note=note)
+    database record's end time is taken before a statement), and the weights of the
+    behaviours (:data:`tests.chaos.plan.BEHAVIOURS`)."""
+    _state.update(url=results_url, seed=seed, lease=lease_seconds, note=note,
+                  behaviours=behaviours)
 
 
 def _configured() -> None:
@@ -89,7 +92,8 @@ class _Run:
         _configured()
         self.ctx = ctx
         self.started = now_us()
-        self.behaviour = plan.behaviour(int(str(_state["seed"])), n, ctx.attempt)
+        self.behaviour = plan.behaviour(int(str(_state["seed"])), n, ctx.attempt,
+                                        str(_state.get("behaviours", plan.BEHAVIOURS)))
         self.work = plan.work_seconds(int(str(_state["seed"])), n, ctx.attempt)
         self.slow = 1.5 * float(str(_state["lease"]))
         self.run_id = str(uuid.uuid4())

@@ -26,9 +26,8 @@ class Behaviour(enum.Enum):
     HANG = "hang"                    # blocks until cancelled (past its lease lifetime)
 
 
-BEHAVIOURS: Tuple[Tuple[Behaviour, int], ...] = (
-    (Behaviour.RETURN, 77), (Behaviour.RAISE, 10), (Behaviour.SYSTEM_EXIT, 2),
-    (Behaviour.KEYBOARD_INTERRUPT, 2), (Behaviour.SLOW, 6), (Behaviour.HANG, 3))
+# Weights, as "name=weight,..." (so that a run can be narrowed from the command line).
+BEHAVIOURS = "return=77,raise=10,system_exit=2,keyboard_interrupt=2,slow=6,hang=3"
 # From this attempt on a handler returns, so that every job can finish in the drain
 # that ends a run (QueueOptions.max_attempts leaves room for attempts lost to faults).
 ALWAYS_RETURN_FROM = 5
@@ -38,16 +37,31 @@ def _weighted(rng: random.Random, table: Sequence[Tuple[T, int]]) -> T:
     return rng.choices([item for item, _ in table], [weight for _, weight in table])[0]
 
 
-def behaviour(seed: int, n: int, attempt: int) -> Behaviour:
+def weights(text: str, allowed: Sequence[str]) -> Tuple[Tuple[str, int], ...]:
+    """``"a=3,b=1"`` as ((a, 3), (b, 1)); a name not in ``allowed`` is an error."""
+    table = []
+    for item in text.split(","):
+        name, _, weight = item.strip().partition("=")
+        if name not in allowed or not weight.isdigit():
+            raise ValueError(f"bad weight {item!r}: NAME=INTEGER with NAME one of "
+                             f"{', '.join(allowed)}")
+        table.append((name, int(weight)))
+    return tuple(table)
+
+
+def behaviour(seed: int, n: int, attempt: int, table: str = BEHAVIOURS) -> Behaviour:
     """What run ``attempt`` of job number ``n`` does under ``seed``."""
     if attempt >= ALWAYS_RETURN_FROM:
         return Behaviour.RETURN
-    return _weighted(random.Random(f"{seed}:{n}:{attempt}"), BEHAVIOURS)
+    chosen = weights(table, [b.value for b in Behaviour])
+    return Behaviour(_weighted(random.Random(f"{seed}:{n}:{attempt}"), chosen))
 
 
 def work_seconds(seed: int, n: int, attempt: int) -> float:
-    """How long a returning handler works (0-30 ms)."""
-    return random.Random(f"{seed}:{n}:{attempt}:work").uniform(0.0, 0.03)
+    """How long a returning handler works (0-300 ms: long enough that the slots stay
+    busy with a modest number of jobs per second, which is when completions wait to
+    be written in batches)."""
+    return random.Random(f"{seed}:{n}:{attempt}:work").uniform(0.0, 0.3)
 
 
 class Stop(enum.Enum):
@@ -71,7 +85,13 @@ STOPS = {Mode.HANDLE_SIGNALS: ((Stop.SIGTERM, 1), (Stop.SIGINT, 1), (Stop.SIGINT
          Mode.EXIT_ON_SIGTERM: ((Stop.SIGTERM_EXIT, 1), (Stop.SIGINT_RAISE, 1))}
 
 # Proxy faults (PostgreSQL and MariaDB): kind and weight; windows last WINDOW seconds.
-FAULTS = (("drop_reply", 50), ("reset", 20), ("blackhole", 15), ("refuse", 15))
+FAULTS = "drop_reply=40,reset=15,blackhole=15,refuse=10,stall=20"
+FAULT_KINDS = ("drop_reply", "reset", "blackhole", "refuse", "stall")
+# A stall: the jobs table locked by another session this long, so that the worker's
+# claims, renewals and completions wait (and handlers' results do not): shorter than
+# the lease's margin, so a worker that keeps its promises loses nothing to it.
+STALL = (0.3, 0.9)
+MODES = "handle_signals=1,exit_on_sigterm=1"
 WINDOW = (1.0, 6.0)
 FAULT_GAP = (0.2, 1.0)
 STOP_GAP = (1.0, 3.0)
@@ -82,13 +102,17 @@ class Schedule:
     """The run's stream of choices (one generator, so one seed gives one sequence)."""
 
     seed: int
+    fault_weights: str = FAULTS
+    mode_weights: str = MODES
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.faults = random.Random(f"{self.seed}:faults")
+        self._faults = weights(self.fault_weights, FAULT_KINDS)
+        self._modes = weights(self.mode_weights, [m.value for m in Mode])
 
     def mode(self) -> Mode:
-        return self.rng.choice(list(Mode))
+        return Mode(_weighted(self.rng, self._modes))
 
     def stop_for(self, mode: Mode) -> Stop:
         return _weighted(self.rng, STOPS[mode])
@@ -100,13 +124,16 @@ class Schedule:
         return self.rng.uniform(0.1, 1.0)
 
     def fault(self) -> str:
-        return _weighted(self.faults, FAULTS)
+        return _weighted(self.faults, self._faults)
 
     def fault_gap(self) -> float:
         return self.faults.uniform(*FAULT_GAP)
 
     def window(self) -> float:
         return self.faults.uniform(*WINDOW)
+
+    def stall(self) -> float:
+        return self.faults.uniform(*STALL)
 
     def pick(self, items: Sequence[T]) -> T:
         return self.faults.choice(list(items))

@@ -13,7 +13,7 @@ import pytest
 
 from tests.chaos import harness
 
-SHORT = harness.Settings(seconds=15.0, initial_jobs=200, enqueue_per_second=10.0,
+SHORT = harness.Settings(seconds=15.0, initial_jobs=400, enqueue_per_second=10.0,
                          drain_timeout=25.0)
 
 
@@ -27,7 +27,7 @@ def _seed() -> int:
 def test_the_worker_keeps_its_promises_under_faults(backend, db_url, tmp_path):
     seed = _seed()
     result = harness.run(backend, db_url, seed, SHORT, tmp_path / "chaos")
-    text = harness.describe(result)
+    text = harness.describe(result) + f"\n  records and worker logs: {tmp_path / 'chaos'}"
     print(text)
     assert result.ok, text
     assert result.runs >= result.jobs > SHORT.initial_jobs / 2  # it did run the jobs

@@ -33,6 +33,7 @@ from caravel_lite import ClaimBatch, DatabaseQueue, JobContext, QueueLease, Queu
 from caravel_lite import QueueWorker, open_database
 from caravel_lite.worker import handle_signals
 from tests.chaos import jobs
+from tests.chaos import plan
 from tests.chaos.plan import Mode
 
 
@@ -100,11 +101,13 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--max-attempts", type=int, default=10)
     parser.add_argument("--shutdown-timeout", type=float, default=3.0)
     parser.add_argument("--max-outage", type=float, default=60.0)
+    parser.add_argument("--behaviours", default=plan.BEHAVIOURS)
     args = parser.parse_args(argv)
 
     log = Log(args.log)
     LoggedQueue.log = StartScope.log = log
-    jobs.configure(args.results_url, args.seed, args.lease, note=log.line)
+    jobs.configure(args.results_url, args.seed, args.lease, note=log.line,
+                   behaviours=args.behaviours)
     options = QueueOptions(lease_duration=timedelta(seconds=args.lease),
                            lease_renewal_interval=timedelta(seconds=args.renewal),
                            max_lease_lifetime=timedelta(seconds=args.lifetime),
