@@ -40,6 +40,7 @@ class Tally:
     seconds: float = 0.0
     stops: Counter = field(default_factory=Counter)
     faults: Counter = field(default_factory=Counter)
+    drops: Counter = field(default_factory=Counter)
     violations: Counter = field(default_factory=Counter)
     seeds: Dict[str, List[int]] = field(default_factory=dict)
 
@@ -50,7 +51,8 @@ class Tally:
         self.workers += result.workers_started
         self.seconds += result.seconds
         self.stops.update(result.stops)
-        self.faults.update({k: v for k, v in result.faults.items() if k != "drop_reply_armed"})
+        self.faults.update(result.faults)
+        self.drops.update(result.drops)
         for name, items in result.violations.items():
             self.violations[name] += len(items)
             self.seeds.setdefault(name, []).append(result.seed)

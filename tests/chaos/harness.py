@@ -122,6 +122,7 @@ class RunResult:
     dead_lettered: int = 0
     runs: int = 0
     faults: Counter = field(default_factory=Counter)
+    drops: Counter = field(default_factory=Counter)   # dropped replies by target
     stops: Counter = field(default_factory=Counter)
     behaviours: Counter = field(default_factory=Counter)
     outcomes: Counter = field(default_factory=Counter)
@@ -313,12 +314,13 @@ class Run:
 
     # -- faults ----------------------------------------------------------------------
 
-    def inject(self, targets: List[ChaosProxy], result: RunResult) -> None:
+    def inject(self, targets: List[ChaosProxy], enqueuer: Optional[ChaosProxy],
+               result: RunResult) -> None:
         kind = self.schedule.fault()
         proxy = self.schedule.pick(targets)
         if kind == "drop_reply":
-            proxy.drop_reply()
-            result.faults["drop_reply_armed"] += 1
+            label, match, after = self.schedule.drop_target(proxy is enqueuer)
+            proxy.drop_reply(match, after, label)
         elif kind == "reset":
             proxy.reset(self.schedule.faults, every=self.schedule.faults.random() < 0.3)
         elif kind == "stall":
@@ -391,7 +393,7 @@ class Run:
                 if enqueuer.proxy is not None:
                     targets.append(enqueuer.proxy)
                 if targets:
-                    self.inject(targets, result)
+                    self.inject(targets, enqueuer.proxy, result)
                 next_fault = now + self.schedule.fault_gap()
             time.sleep(0.02)
         enqueuer.stop.set()
@@ -457,6 +459,7 @@ class Run:
         result.workers_started = len(self.workers)
         for proxy in self.proxies:
             result.faults.update(proxy.counts)
+            result.drops.update(proxy.drops)
         for worker in self.workers:
             if worker.stop is not None and not worker.drain:
                 result.stops[worker.stop.value] += 1
@@ -497,6 +500,7 @@ def describe(result: RunResult) -> str:
              f"{result.runs} handler runs, {result.workers_started} worker processes, "
              f"{result.seconds:.1f} s",
              "  faults: " + _counts(result.faults),
+             "  replies dropped: " + _counts(result.drops),
              "  stops: " + _counts(result.stops),
              "  handler runs by outcome: " + _counts(result.outcomes)]
     if not result.violations:

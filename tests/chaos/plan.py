@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import random
 from dataclasses import dataclass
-from typing import Sequence, Tuple, TypeVar
+from typing import Optional, Sequence, Tuple, TypeVar
 
 T = TypeVar("T")
 
@@ -91,6 +91,15 @@ FAULT_KINDS = ("drop_reply", "reset", "blackhole", "refuse", "stall")
 # claims, renewals and completions wait (and handlers' results do not): shorter than
 # the lease's margin, so a worker that keeps its promises loses nothing to it.
 STALL = (0.3, 0.9)
+# Whose reply a drop_reply discards: the next request, or the next one whose SQL holds
+# the text (the claim's UPDATE, the enqueue's INSERT, the completion, the renewal, the
+# hand-back); "+1" drops the reply to the request after it on that connection (the
+# COMMIT of a short transaction).
+WORKER_DROPS = (("any", None), ("claim", b"attempts = attempts + 1"),
+                ("complete", b"SET state = 'completed'"),
+                ("renew", b"renewals = renewals + 1"),
+                ("release", b"attempts = attempts - 1"))
+ENQUEUER_DROPS = (("enqueue", b"INSERT INTO caravel_jobs"),)
 MODES = "handle_signals=1,exit_on_sigterm=1"
 WINDOW = (1.0, 6.0)
 FAULT_GAP = (0.2, 1.0)
@@ -131,6 +140,11 @@ class Schedule:
 
     def window(self) -> float:
         return self.faults.uniform(*WINDOW)
+
+    def drop_target(self, enqueuer: bool) -> Tuple[str, Optional[bytes], int]:
+        label, match = self.faults.choice(ENQUEUER_DROPS if enqueuer else WORKER_DROPS)
+        after = 1 if match is not None and self.faults.random() < 0.3 else 0
+        return (label + "+1" if after else label), match, after
 
     def stall(self) -> float:
         return self.faults.uniform(*STALL)

@@ -67,6 +67,8 @@ class _Pair:
         self.server = server
         self.client_sends = 0
         self.dropping = False  # the reply to the request in flight is to be discarded
+        self.countdown: Optional[int] = None  # requests to let through before dropping
+        self.drop_label = ""
         self.closed = False
         self.lock = threading.Lock()
 
@@ -118,13 +120,14 @@ class ChaosProxy:
         self.target = target
         self.port = 0
         self.counts: Counter = Counter()
+        self.drops: Counter = Counter()  # dropped replies by what was asked for
         self.windows: List[Window] = []
         self._lock = threading.Lock()
         self._listener: Optional[socket.socket] = None
         self._pairs: List[_Pair] = []
         self._stalled_until = 0.0
         self._refusing_until = 0.0
-        self._drop_armed = False
+        self._armed: Optional[Tuple[str, Optional[bytes], int]] = None
         self._closed = False
 
     # -- life ------------------------------------------------------------------------
@@ -167,11 +170,16 @@ class ChaosProxy:
 
     # -- faults ----------------------------------------------------------------------
 
-    def drop_reply(self) -> None:
-        """Discard the reply to the next request any connection sends, then reset it
-        (counted when it happens)."""
+    def drop_reply(self, match: Optional[bytes] = None, after: int = 0,
+                   label: str = "any") -> None:
+        """Discard a reply, then reset its connection (counted when it happens): the
+        reply to the next request any connection sends (past its start-up) or, with
+        ``match``, to the next request whose bytes contain it (SQL text travels as
+        text in both servers' protocols); with ``after`` N, to the Nth request after
+        that one on the same connection instead (the COMMIT of a short transaction,
+        so that the reply is lost after the server committed)."""
         with self._lock:
-            self._drop_armed = True
+            self._armed = (label, match, after)
 
     def reset(self, rng: random.Random, every: bool = False) -> int:
         """Reset one open connection chosen by ``rng`` (or all); returns how many."""
@@ -258,15 +266,33 @@ class ChaosProxy:
                 self._stall()
                 with self._lock:
                     pair.client_sends += 1
-                    if (self._drop_armed and not pair.dropping
-                            and pair.client_sends > STARTUP_SENDS):
-                        self._drop_armed = False
-                        pair.dropping = True
+                    self._arm(pair, data)
                 pair.server.sendall(data)
         except OSError:
             pass
         finally:
             self._end(pair)
+
+    def _arm(self, pair: _Pair, data: bytes) -> None:
+        """Under the lock: whether the reply to ``data`` is the one to discard."""
+        if pair.dropping:
+            return
+        if pair.countdown is not None:
+            pair.countdown -= 1
+            if pair.countdown <= 0:
+                pair.countdown, pair.dropping = None, True
+            return
+        if self._armed is None or pair.client_sends <= STARTUP_SENDS:
+            return
+        label, match, after = self._armed
+        if match is not None and match not in data:
+            return
+        self._armed = None
+        pair.drop_label = label
+        if after > 0:
+            pair.countdown = after
+        else:
+            pair.dropping = True
 
     def _downstream(self, pair: _Pair) -> None:
         """Server to client; discards the reply a drop_reply chose, then resets."""
@@ -280,6 +306,7 @@ class ChaosProxy:
                     if pair.reset():
                         with self._lock:
                             self.counts[Fault.DROP_REPLY.value] += 1
+                            self.drops[pair.drop_label] += 1
                     return
                 pair.client.sendall(data)
         except OSError:
