@@ -50,7 +50,7 @@ TABLE_LOCKS = {"postgres": ("LOCK TABLE caravel_jobs IN EXCLUSIVE MODE", None),
 
 @dataclass(frozen=True)
 class Settings:
-    """The size of a run. Leases are short (2 s, renewed every 0.5 s, at most 4 s), so
+    """The size of a run. Leases are short (2 s, renewed every 0.5 s, at most 5 s), so
     that handlers block past them within seconds and leases lost to a stop expire
     within the run."""
 
@@ -61,7 +61,7 @@ class Settings:
     enqueue_per_second: float = 15.0
     lease: float = 2.0
     renewal: float = 0.5
-    lifetime: float = 4.0
+    lifetime: float = 5.0
     max_attempts: int = 10
     shutdown_timeout: float = 3.0
     max_outage: float = 60.0

@@ -97,7 +97,7 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--lease", type=float, default=2.0)
     parser.add_argument("--renewal", type=float, default=0.5)
-    parser.add_argument("--lifetime", type=float, default=4.0)
+    parser.add_argument("--lifetime", type=float, default=5.0)
     parser.add_argument("--max-attempts", type=int, default=10)
     parser.add_argument("--shutdown-timeout", type=float, default=3.0)
     parser.add_argument("--max-outage", type=float, default=60.0)
