@@ -128,6 +128,7 @@ class RunResult:
     outcomes: Counter = field(default_factory=Counter)
     enqueued: int = 0
     workers_started: int = 0
+    stale_claims: int = 0   # leases that reached a worker with under half their time
     violations: Dict[str, List[str]] = field(default_factory=dict)
 
     @property
@@ -466,8 +467,8 @@ class Run:
         with self.db.connection_context():
             evidence = invariants.Evidence.gather(self.db, self.workers, enqueuer.accepted,
                                                   self.settings)
-        invariants.summarise(evidence, result)
         result.violations = invariants.check(evidence)
+        invariants.summarise(evidence, result)
         with self.db.connection_context():
             jobs.drop_table(self.db)
         self.db.close()
@@ -502,7 +503,9 @@ def describe(result: RunResult) -> str:
              "  faults: " + _counts(result.faults),
              "  replies dropped: " + _counts(result.drops),
              "  stops: " + _counts(result.stops),
-             "  handler runs by outcome: " + _counts(result.outcomes)]
+             "  handler runs by outcome: " + _counts(result.outcomes),
+             f"  leases that reached their worker with under half their time left: "
+             f"{result.stale_claims}"]
     if not result.violations:
         lines.append("  invariants: all held")
     for name, items in sorted(result.violations.items()):

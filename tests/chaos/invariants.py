@@ -54,7 +54,8 @@ DESCRIPTIONS = {
                               "stop was completed in that attempt",
     "failure_not_recorded": "every handler that raised (Exception or BaseException) "
                             "before its worker's stop had that attempt's failure recorded",
-    "claimed_never_started": "every lease a worker received was started or handed back",
+    "claimed_never_started": "every lease a worker received was started or handed back "
+                             "(unless it arrived with less than half its time left)",
     "attempt_ran_twice": "no attempt of a job ran twice (only unstarted leases are "
                          "handed back)",
     "enqueue_misreported": "a key-less enqueue is never reported as already enqueued",
@@ -84,6 +85,7 @@ class Logged:
     pid: int
     at_us: int
     outcome: str = ""
+    expires_us: int = 0  # a claim's: when the lease it returned expires
 
 
 Key = Tuple[str, int]  # job id, attempt
@@ -100,6 +102,7 @@ class Evidence:
     starts: Dict[Key, List[Logged]] = field(default_factory=lambda: defaultdict(list))
     ends: List[Tuple[Key, Logged]] = field(default_factory=list)
     accepted: List[Tuple[str, bool, bool]] = field(default_factory=list)
+    stale_claims: int = 0  # leases that arrived with less than half their time left
 
     @classmethod
     def gather(cls, db: peewee.Database, workers: Iterable["WorkerProcess"],
@@ -131,10 +134,12 @@ class Evidence:
         for line in text.splitlines():
             words = line.split()
             try:
-                if len(words) == 4 and words[0] in ("claim", "start"):
-                    key = (words[1], int(words[2]))
-                    target = self.claims if words[0] == "claim" else self.starts
-                    target[key].append(Logged(worker.pid, int(words[3])))
+                if len(words) == 5 and words[0] == "claim":
+                    self.claims[(words[1], int(words[2]))].append(
+                        Logged(worker.pid, int(words[3]), expires_us=int(words[4])))
+                elif len(words) == 4 and words[0] == "start":
+                    self.starts[(words[1], int(words[2]))].append(
+                        Logged(worker.pid, int(words[3])))
                 elif len(words) == 5 and words[0] == "end":
                     self.ends.append(((words[1], int(words[2])),
                                       Logged(worker.pid, int(words[4]), words[3])))
@@ -268,6 +273,11 @@ def check(evidence: Evidence) -> Dict[str, List[str]]:
             continue
         if evidence.stalled(last.pid, last.at_us, last.at_us + lease_us):
             continue
+        if last.expires_us - last.at_us < lease_us // 2:
+            # The claim reached the worker with less than half its lease left (held up
+            # on the way): never started, by the rule, and too late to hand back.
+            evidence.stale_claims += 1
+            continue
         found["claimed_never_started"].append(
             f"job {key[0]} attempt {key[1]}: leased to worker {last.pid}, never started "
             f"there nor handed back (now {state}, attempts {attempts})")
@@ -338,3 +348,4 @@ def summarise(evidence: Evidence, result: "RunResult") -> None:
     result.runs = len(evidence.runs)
     result.behaviours.update(r.behaviour for r in evidence.runs)
     result.outcomes.update(r.outcome or "no end" for r in evidence.runs)
+    result.stale_claims = evidence.stale_claims

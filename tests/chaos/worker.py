@@ -8,8 +8,8 @@ pattern ``signal(SIGTERM, lambda *a: sys.exit(0))``, and Python's own SIGINT, wh
 raises KeyboardInterrupt).
 
 It appends to ``--log`` (one write per line, so lines never interleave): ``ready``
-once signals are handled; ``claim JOB ATTEMPT US`` for every lease a claim returned to
-the worker; ``start JOB ATTEMPT US`` when the worker enters a handler's scope; ``end
+once signals are handled; ``claim JOB ATTEMPT US EXPIRES_US`` for every lease a claim
+returned to the worker; ``start JOB ATTEMPT US`` when the worker enters a handler's scope; ``end
 JOB ATTEMPT OUTCOME US`` right before a handler returns or raises. The audit reads
 them to tell a lease some worker held from one nobody held, and when a handler
 really returned.
@@ -52,7 +52,8 @@ class LoggedQueue(DatabaseQueue):
 
     def _logged(self, leases: Sequence[QueueLease]) -> None:
         for lease in leases:
-            self.log.line("claim", lease.job_id, lease.attempt, jobs.now_us())
+            self.log.line("claim", lease.job_id, lease.attempt, jobs.now_us(),
+                          int(lease.expires_at.timestamp() * 1_000_000))
 
     def claim_batch(self, queue_name: str, limit: int) -> ClaimBatch:
         batch = super().claim_batch(queue_name, limit)
@@ -127,6 +128,9 @@ def main(argv: List[str]) -> int:
             def leave(signum: int, frame: Any) -> None:
                 sys.exit(0)
             signal.signal(signal.SIGTERM, leave)
+            # Python's own SIGINT (KeyboardInterrupt), even where the process was
+            # started with SIGINT ignored (a background job of a shell, nohup).
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             log.line("ready")
             worker.run(jobs.QUEUE, stop=stop, max_outage=args.max_outage)
     except KeyboardInterrupt:
