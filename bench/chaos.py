@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -130,6 +131,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
     tallies = {name: Tally() for name in names}
+    # A SIGTERM ends the run through the finally clauses: worker processes reaped,
+    # fresh databases dropped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     deadline = time.monotonic() + args.minutes * 60
     workspace = targets.Workspace()
     try:
