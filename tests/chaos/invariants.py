@@ -238,8 +238,8 @@ def check(evidence: Evidence) -> Dict[str, List[str]]:
         abrupt = evidence.abrupt_us(logged.pid)
         if abrupt is not None and logged.at_us > abrupt - BEFORE_STOP:
             continue
-        row = evidence.run_row(key, logged.pid)
-        started = row.started_us if row is not None else logged.at_us - lease_us
+        record = evidence.run_row(key, logged.pid)
+        started = record.started_us if record is not None else logged.at_us - lease_us
         if evidence.stalled(logged.pid, started, logged.at_us + lease_us):
             continue
         claimed = evidence.claimed_us(key, logged.pid, started)
@@ -249,10 +249,11 @@ def check(evidence: Evidence) -> Dict[str, List[str]]:
         if logged.outcome == "returned":
             if state != "completed" or attempts != key[1]:
                 found["returned_not_completed"].append(
-                    f"job {key[0]} attempt {key[1]}: returned on {_stop_text(evidence, logged.pid, logged.at_us)}; "
+                    f"job {key[0]} attempt {key[1]}: returned on "
+                    f"{_stop_text(evidence, logged.pid, logged.at_us)}; "
                     f"now {state}, attempts {attempts}")
         elif logged.outcome in ("raised", "system_exit", "keyboard_interrupt"):
-            if row is not None and row.cancelled:
+            if record is not None and record.cancelled:
                 continue  # raised after the worker told it to stop: left leased by design
             if key not in evidence.failures and not (state == "dead_letter"
                                                      and attempts == key[1]):

@@ -136,7 +136,7 @@ def run_sync(job: SyncWork, ctx: JobContext) -> None:
         time.sleep(run.work)  # short work finishes even when asked to stop
         run.end("returned")
         return
-    limit: Optional[float] = run.slow if run.behaviour is Behaviour.SLOW else HANG_CAP
+    limit = run.slow if run.behaviour is Behaviour.SLOW else HANG_CAP
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         if ctx.cancelled.wait(POLL):
