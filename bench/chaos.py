@@ -7,6 +7,10 @@ jobs, handler runs, worker stops by kind, proxy faults injected by kind, and the
 invariant violations with the seeds that showed them.
 
     python -m bench.chaos --minutes 10 --databases sqlite,postgres,mysql
+
+A seed replays a run's schedules: ``--seed N --runs 1 --databases NAME`` (with the
+same ``--seconds`` and mixes) asks for what run N asked for; the timing of real
+processes still makes each run its own.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from typing import Dict, List, Optional
 
 from bench import targets
 from caravel_lite import migrate, open_database
-from tests.chaos import harness, invariants
+from tests.chaos import harness, invariants, plan
 
 DATABASES = {"sqlite": "sqlite-normal", "postgres": "postgres", "mysql": "mysql"}
 LABELS = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MariaDB"}
@@ -117,6 +121,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--seconds", type=float, default=30.0,
                    help="faults and stops per run before its drain (default %(default)s)")
     p.add_argument("--seed", type=int, help="first seed (default: random); then +1 per run")
+    p.add_argument("--runs", type=int, help="stop after this many runs in all")
+    p.add_argument("--behaviours", default=plan.BEHAVIOURS,
+                   help="handler behaviours by weight (default %(default)s)")
+    p.add_argument("--faults", default=plan.FAULTS,
+                   help="proxy faults by weight (default %(default)s)")
+    p.add_argument("--modes", default=plan.MODES,
+                   help="how workers take signals, by weight (default %(default)s)")
     p.add_argument("--keep", metavar="DIR",
                    help="keep each run's worker logs and records under DIR")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
@@ -125,7 +136,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         reason = targets.server_reachable(targets.TARGETS[DATABASES[name]])
         if reason is not None:
             raise SystemExit(f"{name} is unreachable: {reason}")
-    settings = replace(harness.Settings(), seconds=args.seconds)
+    try:
+        plan.weights(args.behaviours, [b.value for b in plan.Behaviour])
+        plan.weights(args.faults, plan.FAULT_KINDS)
+        plan.weights(args.modes, [m.value for m in plan.Mode])
+    except ValueError as exc:
+        raise SystemExit(str(exc))
+    settings = replace(harness.Settings(), seconds=args.seconds, behaviours=args.behaviours,
+                       faults=args.faults, modes=args.modes)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
     keep = Path(args.keep) if args.keep else None
     if keep is not None:
@@ -137,10 +155,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     deadline = time.monotonic() + args.minutes * 60
     workspace = targets.Workspace()
     try:
-        while time.monotonic() < deadline:
+        done = 0
+        while time.monotonic() < deadline and (args.runs is None or done < args.runs):
             for name in names:
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline or (args.runs is not None
+                                                    and done >= args.runs):
                     break
+                done += 1
                 result = one_run(name, seed, settings, workspace, keep)
                 seed += 1
                 if result is None:
