@@ -390,7 +390,10 @@ class Run:
                     self.signal(victim, self.schedule.stop_for(victim.mode))
                 next_stop = now + self.schedule.stop_gap()
             if self.faulty and now >= next_fault:
-                targets = [w.proxy for w in self.live() if w.proxy is not None]
+                # Only workers inside run(): what is under test is what run promises
+                # (a fault while the process builds its queue ends it, as it would
+                # end any program that cannot reach its database yet).
+                targets = [w.proxy for w in self.live() if w.proxy is not None and w.ready()]
                 if enqueuer.proxy is not None:
                     targets.append(enqueuer.proxy)
                 if targets:
