@@ -97,16 +97,21 @@ class WorkerProcess:
     returncode: Optional[int] = None
     killed: bool = False
     drain: bool = False
+    is_ready: bool = False
 
     @property
     def pid(self) -> int:
         return self.popen.pid
 
     def ready(self) -> bool:
-        try:
-            return self.log.read_bytes().startswith(b"ready")
-        except FileNotFoundError:
-            return False
+        """Whether the process is inside run() (it handles signals as its mode says)."""
+        if not self.is_ready:
+            try:
+                with open(self.log, "rb") as log:
+                    self.is_ready = log.read(5) == b"ready"
+            except FileNotFoundError:
+                pass
+        return self.is_ready
 
     def windows(self) -> List[Window]:
         return list(self.proxy.windows) if self.proxy is not None else []
