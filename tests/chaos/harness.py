@@ -9,8 +9,8 @@ A run on a migrated database with an empty queue:
    signal (SIGTERM, SIGINT, SIGINT twice, or SIGTERM/SIGINT to a worker that turns them
    into SystemExit/KeyboardInterrupt) and starts a new one, and injects a proxy fault
    (a reply dropped after the server ran the request, a connection reset, a black hole,
-   refused connections) into one worker's or the enqueuer's path; meanwhile a thread
-   enqueues more jobs through its own proxy;
+   refused connections) into one worker's or the enqueuer's path, or stalls the jobs
+   table with a lock; meanwhile a thread enqueues more jobs through its own proxy;
 3. lets the faults end, stops every worker with SIGTERM, then drains the queue with
    fresh workers connected directly (no faults, no signals) until every job is final;
 4. audits the records (:mod:`tests.chaos.invariants`).
@@ -21,11 +21,6 @@ the seed, which reproduces the schedules (not the processes' timing).
 """
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -36,85 +31,18 @@ from typing import Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
 
 from caravel_lite import DatabaseQueue, Dispatch, QueueOptions, open_database
-from tests.chaos import invariants, jobs, plan
+from tests.chaos import invariants, jobs
+from tests.chaos.fleet import Fleet, WorkerProcess
 from tests.chaos.plan import Mode, Schedule, Stop
-from tests.chaos.proxy import ChaosProxy, Window
+from tests.chaos.proxy import ChaosProxy
+from tests.chaos.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["Settings", "RunResult", "run", "describe"]
 FINAL_STATES = ("completed", "dead_letter")
 DRAIN_ROTATION = 8.0
 # How each server locks the jobs table against writes for a stall, and unlocks it.
 TABLE_LOCKS = {"postgres": ("LOCK TABLE caravel_jobs IN EXCLUSIVE MODE", None),
                "mysql": ("LOCK TABLES caravel_jobs WRITE", "UNLOCK TABLES")}
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The size of a run. Leases are short (2 s, renewed every 0.5 s, at most 5 s), so
-    that handlers block past them within seconds and leases lost to a stop expire
-    within the run."""
-
-    seconds: float = 20.0
-    workers: int = 3
-    concurrency: int = 6
-    initial_jobs: int = 500
-    enqueue_per_second: float = 15.0
-    lease: float = 2.0
-    renewal: float = 0.5
-    lifetime: float = 5.0
-    max_attempts: int = 10
-    shutdown_timeout: float = 3.0
-    max_outage: float = 60.0
-    drain_timeout: float = 40.0
-    # A stopped worker that has not exited this long after its stop is killed (and the
-    # run reports it): the shutdown timeout plus time for an outage's reconnects.
-    exit_timeout: float = 20.0
-    # The seeded mixes (tests.chaos.plan): what handlers do, which faults, which
-    # ways of taking signals; "name=weight,...".
-    behaviours: str = plan.BEHAVIOURS
-    faults: str = plan.FAULTS
-    modes: str = plan.MODES
-
-
-@dataclass
-class WorkerProcess:
-    """One worker process as the harness saw it (times are wall-clock seconds)."""
-
-    index: int
-    mode: Mode
-    log: Path
-    stderr: Path
-    popen: subprocess.Popen
-    proxy: Optional[ChaosProxy]
-    started_at: float
-    stop: Optional[Stop] = None
-    signalled_at: Optional[float] = None
-    # The moment from which the worker may abandon what its handlers do: the signal
-    # that ends the run abruptly (the second SIGINT of SIGINT_TWICE), else the first.
-    abrupt_at: Optional[float] = None
-    second_sigint_at: Optional[float] = None
-    exited_at: Optional[float] = None
-    returncode: Optional[int] = None
-    killed: bool = False
-    drain: bool = False
-    is_ready: bool = False
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def ready(self) -> bool:
-        """Whether the process is inside run() (it handles signals as its mode says)."""
-        if not self.is_ready:
-            try:
-                with open(self.log, "rb") as log:
-                    self.is_ready = log.read(5) == b"ready"
-            except FileNotFoundError:
-                pass
-        return self.is_ready
-
-    def windows(self) -> List[Window]:
-        return list(self.proxy.windows) if self.proxy is not None else []
 
 
 @dataclass
@@ -199,9 +127,8 @@ class Run:
         self.faulty = backend != "sqlite"
         parts = urlsplit(url)
         self.server = (parts.hostname or "127.0.0.1", parts.port or 0)
-        self.workers: List[WorkerProcess] = []
+        self.fleet = Fleet(url, seed, settings, self.schedule, directory)
         self.proxies: List[ChaosProxy] = []
-        self.second_sigints: List[WorkerProcess] = []
         self.stalled_until = 0.0
         self.stalls: List[Tuple[float, float]] = []
         self.db = open_database(url)
@@ -218,105 +145,8 @@ class Run:
         return proxy
 
     def start_worker(self, mode: Mode, drain: bool = False) -> WorkerProcess:
-        index = len(self.workers)
-        proxy = None if drain else self._proxy()
-        url = proxy.through(self.url) if proxy is not None else self.url
-        log = self.directory / f"worker{index}.log"
-        stderr = self.directory / f"worker{index}.err"
-        s = self.settings
-        argv = [sys.executable, "-m", "tests.chaos.worker", "--url", url,
-                "--results-url", self.url, "--seed", str(self.seed), "--mode", mode.value,
-                "--log", str(log), "--concurrency", str(s.concurrency),
-                "--lease", str(s.lease), "--renewal", str(s.renewal),
-                "--lifetime", str(s.lifetime), "--max-attempts", str(s.max_attempts),
-                "--shutdown-timeout", str(s.shutdown_timeout),
-                "--max-outage", str(s.max_outage), "--behaviours", s.behaviours]
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        with open(stderr, "wb") as err:
-            popen = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                     stderr=err)
-        worker = WorkerProcess(index, mode, log, stderr, popen, proxy, time.time(),
-                               drain=drain)
-        self.workers.append(worker)
-        return worker
-
-    def live(self) -> List[WorkerProcess]:
-        return [w for w in self.workers if w.exited_at is None]
-
-    def reap(self) -> None:
-        for worker in self.live():
-            code = worker.popen.poll()
-            if code is not None:
-                worker.exited_at = time.time()
-                worker.returncode = code
-                if worker.proxy is not None:
-                    worker.proxy.close()
-
-    def signal(self, worker: WorkerProcess, stop: Stop) -> None:
-        """Send the first signal of ``stop`` (a second SIGINT is sent later)."""
-        worker.stop = stop
-        sent = time.time()
-        worker.signalled_at = sent
-        if stop is not Stop.SIGINT_TWICE:
-            worker.abrupt_at = sent
-        signum = signal.SIGTERM if stop in (Stop.SIGTERM, Stop.SIGTERM_EXIT) else signal.SIGINT
-        worker.popen.send_signal(signum)
-        if stop is Stop.SIGINT_TWICE:
-            worker.second_sigint_at = sent + self.schedule.second_sigint_after()
-            self.second_sigints.append(worker)
-
-    def _send_second_sigints(self, now: float) -> None:
-        for worker in list(self.second_sigints):
-            assert worker.second_sigint_at is not None
-            if now >= worker.second_sigint_at:
-                self.second_sigints.remove(worker)
-                worker.abrupt_at = time.time()
-                if worker.exited_at is None and worker.popen.poll() is None:
-                    worker.popen.send_signal(signal.SIGINT)
-
-    def wait_ready(self, workers: List[WorkerProcess], timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        for worker in workers:
-            while not worker.ready() and worker.popen.poll() is None:
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"worker {worker.pid} did not start: "
-                                         f"{worker.stderr.read_text(errors='replace')}")
-                time.sleep(0.01)
-
-    def stop_all(self, workers: List[WorkerProcess]) -> None:
-        """SIGTERM to each (a clean stop, or SystemExit for exit_on_sigterm workers),
-        then wait; kill what is still there after ``exit_timeout``. A worker still
-        starting is signalled once it handles signals (before, SIGTERM kills it)."""
-        self.wait_ready([w for w in workers if w.exited_at is None])
-        for worker in workers:
-            if worker.exited_at is None and worker.signalled_at is None:
-                self.signal(worker, Stop.SIGTERM if worker.mode is Mode.HANDLE_SIGNALS
-                            else Stop.SIGTERM_EXIT)
-        self.wait_exits(workers)
-
-    def wait_exits(self, workers: List[WorkerProcess]) -> None:
-        while True:
-            self.reap()
-            now = time.time()
-            self._send_second_sigints(now)
-            waiting = [w for w in workers if w.exited_at is None]
-            if not waiting:
-                return
-            for worker in waiting:
-                assert worker.signalled_at is not None
-                if now - worker.signalled_at > self.settings.exit_timeout:
-                    worker.killed = True
-                    worker.popen.kill()
-            time.sleep(0.02)
-
-    def kill_everything(self) -> None:
-        for worker in self.workers:
-            if worker.popen.poll() is None:
-                worker.popen.kill()
-        for worker in self.workers:
-            worker.popen.wait()
-        for proxy in self.proxies:
-            proxy.close()
+        """A worker behind a proxy of its own (straight to the database to drain)."""
+        return self.fleet.start(mode, None if drain else self._proxy(), drain)
 
     # -- faults ----------------------------------------------------------------------
 
@@ -375,30 +205,30 @@ class Run:
         s = self.settings
         for _ in range(s.workers):
             self.start_worker(self.schedule.mode())
-        self.wait_ready(self.live())
+        self.fleet.wait_ready(self.fleet.live())
         enqueuer.start()
         now = time.time()
         end = now + s.seconds
         next_stop = now + self.schedule.stop_gap()
         next_fault = now + self.schedule.fault_gap()
         while time.time() < end:
-            self.reap()
+            self.fleet.reap()
             now = time.time()
-            self._send_second_sigints(now)
-            running = [w for w in self.live() if w.signalled_at is None]
+            self.fleet.send_second_sigints(now)
+            running = [w for w in self.fleet.live() if w.signalled_at is None]
             for _ in range(s.workers - len(running)):
                 self.start_worker(self.schedule.mode())
             if now >= next_stop:
                 ready = [w for w in running if w.ready()]
                 if ready:
                     victim = self.schedule.pick(ready) if len(ready) > 1 else ready[0]
-                    self.signal(victim, self.schedule.stop_for(victim.mode))
+                    self.fleet.signal(victim, self.schedule.stop_for(victim.mode))
                 next_stop = now + self.schedule.stop_gap()
             if self.faulty and now >= next_fault:
                 # Only workers inside run(): what is under test is what run promises
                 # (a fault while the process builds its queue ends it, as it would
                 # end any program that cannot reach its database yet).
-                targets = [w.proxy for w in self.live() if w.proxy is not None and w.ready()]
+                targets = [w.proxy for w in self.fleet.live() if w.proxy is not None and w.ready()]
                 if enqueuer.proxy is not None:
                     targets.append(enqueuer.proxy)
                 if targets:
@@ -411,22 +241,22 @@ class Run:
         # workers that can reach their database.
         ends = [window.end for proxy in self.proxies for window in proxy.windows]
         while ends and time.time() < max(ends) + 0.5:
-            self.reap()
-            self._send_second_sigints(time.time())
+            self.fleet.reap()
+            self.fleet.send_second_sigints(time.time())
             time.sleep(0.02)
-        self.stop_all(self.live())
+        self.fleet.stop_all(self.fleet.live())
 
     def drain(self) -> bool:
         """Fresh workers, straight to the database, until every job is final."""
         drainers = [self.start_worker(Mode.HANDLE_SIGNALS, drain=True)
                     for _ in range(self.settings.workers)]
-        self.wait_ready(drainers)
+        self.fleet.wait_ready(drainers)
         deadline = time.monotonic() + self.settings.drain_timeout
         rotate = time.monotonic() + DRAIN_ROTATION
         done = False
         while time.monotonic() < deadline:
-            self.reap()
-            self._send_second_sigints(time.time())
+            self.fleet.reap()
+            self.fleet.send_second_sigints(time.time())
             if self._open_jobs() == 0:
                 done = True
                 break
@@ -435,10 +265,10 @@ class Run:
                 # drainer is replaced now and then (a clean stop).
                 rotate = time.monotonic() + DRAIN_ROTATION
                 oldest = next(w for w in drainers if w.signalled_at is None)
-                self.signal(oldest, Stop.SIGTERM)
+                self.fleet.signal(oldest, Stop.SIGTERM)
                 drainers.append(self.start_worker(Mode.HANDLE_SIGNALS, drain=True))
             time.sleep(0.2)
-        self.stop_all(drainers)
+        self.fleet.stop_all(drainers)
         return done
 
     def _open_jobs(self) -> int:
@@ -462,38 +292,29 @@ class Run:
             self.chaos(result, enqueuer)
             self.drain()
         finally:
-            self.kill_everything()
+            self.fleet.kill_all()
+            for proxy in self.proxies:
+                proxy.close()
         result.seconds = time.monotonic() - started
         result.enqueued = initial + len(enqueuer.accepted)
-        result.workers_started = len(self.workers)
+        result.workers_started = len(self.fleet.workers)
         for proxy in self.proxies:
             result.faults.update(proxy.counts)
             result.drops.update(proxy.drops)
-        for worker in self.workers:
+        for worker in self.fleet.workers:
             if worker.stop is not None and not worker.drain:
                 result.stops[worker.stop.value] += 1
         with self.db.connection_context():
-            evidence = invariants.Evidence.gather(self.db, self.workers, enqueuer.accepted,
+            evidence = invariants.Evidence.gather(self.db, self.fleet.workers, enqueuer.accepted,
                                                   self.settings)
         result.violations = invariants.check(evidence)
         invariants.summarise(evidence, result)
         with self.db.connection_context():
             jobs.drop_table(self.db)
         self.db.close()
-        self._write_workers()
+        self.fleet.write(self.directory / "workers.json", self.stalls)
         return result
 
-    def _write_workers(self) -> None:
-        """What the harness did to each process, beside their logs (for a post-mortem)."""
-        rows = [{"pid": w.pid, "mode": w.mode.value, "drain": w.drain,
-                 "log": w.log.name, "started_at": w.started_at,
-                 "stop": w.stop.value if w.stop else None, "signalled_at": w.signalled_at,
-                 "abrupt_at": w.abrupt_at, "exited_at": w.exited_at,
-                 "returncode": w.returncode, "killed": w.killed,
-                 "windows": [(x.fault.value, x.start, x.end) for x in w.windows()]}
-                for w in self.workers]
-        (self.directory / "workers.json").write_text(json.dumps(
-            {"seed": self.seed, "workers": rows, "stalls": self.stalls}, indent=1))
 
 
 def run(backend: str, url: str, seed: int, settings: Settings, directory: Path) -> RunResult:

@@ -25,7 +25,9 @@ import peewee
 from tests.chaos import jobs
 
 if TYPE_CHECKING:
-    from tests.chaos.harness import RunResult, Settings, WorkerProcess
+    from tests.chaos.fleet import WorkerProcess
+    from tests.chaos.harness import RunResult
+    from tests.chaos.settings import Settings
 
 SECOND = 1_000_000  # microseconds
 # Two runs of one job may overlap by this much: a lease that runs out is noticed by
