@@ -62,6 +62,7 @@ class RunResult:
     enqueued: int = 0
     workers_started: int = 0
     stale_claims: int = 0   # leases that reached a worker with under half their time
+    leased_after_stop: int = 0  # jobs leased once the chaos phase's workers stopped
     violations: Dict[str, List[str]] = field(default_factory=dict)
 
     @property
@@ -129,6 +130,7 @@ class Run:
         self.server = (parts.hostname or "127.0.0.1", parts.port or 0)
         self.fleet = Fleet(url, seed, settings, self.schedule, directory)
         self.proxies: List[ChaosProxy] = []
+        self.leased_after_stop: List[Tuple[str, int]] = []
         self.stalled_until = 0.0
         self.stalls: List[Tuple[float, float]] = []
         self.db = open_database(url)
@@ -245,6 +247,16 @@ class Run:
             self.fleet.send_second_sigints(time.time())
             time.sleep(0.02)
         self.fleet.stop_all(self.fleet.live())
+        self.leased_after_stop = self._leased()
+
+    def _leased(self) -> List[Tuple[str, int]]:
+        """The jobs leased once every worker of the chaos phase has stopped: the
+        leases no live worker holds (job id, attempt)."""
+        p = self.db.param
+        with self.db.connection_context():
+            return [(row[0], int(row[1])) for row in self.db.execute_sql(
+                f"SELECT id, attempts FROM caravel_jobs WHERE queue = {p} AND state = {p}",
+                (jobs.QUEUE, "leased")).fetchall()]
 
     def drain(self) -> bool:
         """Fresh workers, straight to the database, until every job is final."""
@@ -306,7 +318,7 @@ class Run:
                 result.stops[worker.stop.value] += 1
         with self.db.connection_context():
             evidence = invariants.Evidence.gather(self.db, self.fleet.workers, enqueuer.accepted,
-                                                  self.settings)
+                                                  self.settings, self.leased_after_stop)
         result.violations = invariants.check(evidence)
         invariants.summarise(evidence, result)
         with self.db.connection_context():
@@ -334,7 +346,8 @@ def describe(result: RunResult) -> str:
              "  stops: " + _counts(result.stops),
              "  handler runs by outcome: " + _counts(result.outcomes),
              f"  leases that reached their worker with under half their time left: "
-             f"{result.stale_claims}"]
+             f"{result.stale_claims}; jobs leased when the workers had stopped: "
+             f"{result.leased_after_stop}"]
     if not result.violations:
         lines.append("  invariants: all held")
     for name, items in sorted(result.violations.items()):

@@ -105,10 +105,13 @@ class Evidence:
     ends: List[Tuple[Key, Logged]] = field(default_factory=list)
     accepted: List[Tuple[str, bool, bool]] = field(default_factory=list)
     stale_claims: int = 0  # leases that arrived with less than half their time left
+    # Leases left when every worker of the chaos phase had stopped (job id, attempt).
+    leased_after_stop: Set[Key] = field(default_factory=set)
 
     @classmethod
     def gather(cls, db: peewee.Database, workers: Iterable["WorkerProcess"],
-               accepted: List[Tuple[str, bool, bool]], settings: "Settings") -> "Evidence":
+               accepted: List[Tuple[str, bool, bool]], settings: "Settings",
+               leased_after_stop: Iterable[Key] = ()) -> "Evidence":
         p = db.param
         found = {row[0]: (row[1], int(row[2])) for row in db.execute_sql(
             f"SELECT id, state, attempts FROM caravel_jobs WHERE queue = {p}",
@@ -123,7 +126,7 @@ class Evidence:
                     f"SELECT job_id, n, attempt, pid, behaviour, started_us, ended_us, "
                     f"outcome, cancelled FROM {jobs.RUNS}").fetchall()]
         evidence = cls(settings, {w.pid: w for w in workers}, found, failures, runs,
-                       accepted=list(accepted))
+                       accepted=list(accepted), leased_after_stop=set(leased_after_stop))
         for worker in evidence.workers.values():
             evidence._read_log(worker)
         return evidence
@@ -229,9 +232,11 @@ def check(evidence: Evidence) -> Dict[str, List[str]]:
     for job_id, (state, attempts) in sorted(states.items()):
         for k in range(1, attempts + 1):
             if (job_id, k) not in evidence.claims:
+                still = (", still leased when every worker had stopped"
+                         if (job_id, k) in evidence.leased_after_stop else "")
                 found["orphaned_claim"].append(
                     f"job {job_id}: attempt {k} was spent by a claim no worker received "
-                    f"(now {state}, attempts {attempts})")
+                    f"(now {state}, attempts {attempts}{still})")
 
     for key, logged in evidence.ends:
         worker = evidence.workers.get(logged.pid)
@@ -352,3 +357,4 @@ def summarise(evidence: Evidence, result: "RunResult") -> None:
     result.behaviours.update(r.behaviour for r in evidence.runs)
     result.outcomes.update(r.outcome or "no end" for r in evidence.runs)
     result.stale_claims = evidence.stale_claims
+    result.leased_after_stop = len(evidence.leased_after_stop)
