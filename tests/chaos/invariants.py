@@ -303,7 +303,7 @@ def check(evidence: Evidence) -> Dict[str, List[str]]:
             found["enqueue_lost"].append(f"job {job_id}: enqueue returned, no row")
 
     for worker in evidence.workers.values():
-        _check_exit(worker, found)
+        _check_exit(evidence, worker, found)
         _check_stop_time(evidence, worker, found)
     return dict(found)
 
@@ -330,7 +330,8 @@ EXPECTED_CODES = {"sigterm": {0}, "sigint": {0}, "sigint_twice": {0, 130, -2},
                   "sigterm_exit": {0}, "sigint_raise": {130}}
 
 
-def _check_exit(worker: "WorkerProcess", found: Dict[str, List[str]]) -> None:
+def _check_exit(evidence: Evidence, worker: "WorkerProcess",
+                found: Dict[str, List[str]]) -> None:
     stop = worker.stop.value if worker.stop is not None else "stop"
     if worker.killed:
         found["worker_hung"].append(f"worker {worker.pid} ({worker.mode.value}) had not "
@@ -339,6 +340,11 @@ def _check_exit(worker: "WorkerProcess", found: Dict[str, List[str]]) -> None:
     unasked = worker.signalled_at is None or (worker.exited_at is not None
                                               and worker.exited_at < worker.signalled_at)
     expected = EXPECTED_CODES[worker.stop.value] if worker.stop is not None else set()
+    if (not unasked and worker.returncode == 1 and worker.exited_at is not None
+            and worker.signalled_at is not None
+            and evidence.stalled(worker.pid, int((worker.signalled_at - 1) * SECOND),
+                                 int(worker.exited_at * SECOND))):
+        return  # its last writes met a black hole or a refusal: a fault, said with exit 1
     if unasked or worker.returncode not in expected:
         tail = worker.stderr.read_text(errors="replace").strip().splitlines()[-1:] \
             if worker.stderr.exists() else []
