@@ -11,6 +11,13 @@ offers (:attr:`caravel_lite.dialect.Dialect.claim_method`).
   number of rounds.
 
 Every path sweeps expired leases of the queue first, and every claim is an attempt.
+
+A claim's lease token is chosen before its statement is sent. When the reply is lost
+(the connection dropped after the server may have committed), the claim reads back the
+rows holding its token on a new connection and returns those as its leases; only when
+none holds it (nothing was committed) is the claim run again, under the same token. So
+a lost reply neither orphans leased rows nor spends an attempt of a job no handler
+gets. SQLite runs in-process and cannot lose a reply.
 """
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ import peewee
 from caravel_lite.clock import from_ms
 from caravel_lite.dialect import ClaimMethod, Dialect
 from caravel_lite.observability import Telemetry, logger
-from caravel_lite.retry import retrying
+from caravel_lite.retry import recovering
 from caravel_lite.statements import BatchStatements, Statements
 from caravel_lite.values import ClaimBatch, Failure, JobContext, QueueLease
 
@@ -55,20 +62,32 @@ class Claimer:
                        ClaimMethod.PORTABLE: self._claim_portable}[dialect.claim_method]
 
     def _fenced(self, sql: str, params: Sequence[Any]) -> int:
-        """Run a conditional UPDATE, retrying lock conflicts; returns rows matched."""
-        return int(retrying(self.dialect, self.db,
-                            lambda: self.db.execute_sql(sql, params).rowcount))
+        """Run a conditional UPDATE of the sweep, retrying lock conflicts; returns rows
+        matched. Fenced on the rows' state and expiry: after a lost reply it is run
+        again, and matches nothing if the first run committed (its count is then 0)."""
+        def run() -> int:
+            return int(self.db.execute_sql(sql, params).rowcount)
+        return recovering(self.dialect, self.db, run, run)
 
     def _rows(self, sql: str, params: Sequence[Any]) -> List[Sequence[Any]]:
         return list(self.db.execute_sql(sql, params).fetchall())
+
+    def _read(self, sql: str, params: Sequence[Any]) -> List[Sequence[Any]]:
+        """A plain read, read again on a new connection when its reply was lost."""
+        def run() -> List[Sequence[Any]]:
+            return self._rows(sql, params)
+        return recovering(self.dialect, self.db, run, run)
+
+    def _held(self, queue_name: str, token: str) -> List[Sequence[Any]]:
+        """The rows of ``queue_name`` leased under ``token`` (LEASE_COLUMNS)."""
+        return self._rows(self._sql.leased_by_token, (queue_name, token))
 
     # -- the sweep of expired leases ----------------------------------------------------
 
     def sweep(self, queue_name: str, now_ms: int) -> Tuple[int, int]:
         """Dead-letter expired leases with no attempts left; make the others claimable.
         A plain read first, so the usual case takes no write lock."""
-        if self.db.execute_sql(self._sql.expired_exists,
-                               (queue_name, now_ms)).fetchone() is None:
+        if not self._read(self._sql.expired_exists, (queue_name, now_ms)):
             return 0, 0
         return self.sweep_expired(queue_name, now_ms)
 
@@ -80,6 +99,11 @@ class Claimer:
                                  Failure.ATTEMPTS_EXHAUSTED.value)
             logger.warning("%d expired lease(s) on queue %s dead-lettered: attempts exhausted",
                            dead, queue_name)
+        if reclaimed:
+            # A worker that stopped renewing (crashed, partitioned, hung) held these;
+            # the claims that follow take them over, each with an attempt spent.
+            logger.warning("%d expired lease(s) on queue %s taken over: claimable again "
+                           "(last failure lease_expired)", reclaimed, queue_name)
         return dead, reclaimed
 
     # -- claiming ---------------------------------------------------------------------
@@ -108,7 +132,14 @@ class Claimer:
             token = secrets.token_hex(16)
             params = (queue_name, now_ms, token, expires_ms, now_ms, now_ms, queue_name,
                       now_ms)
-            rows = retrying(self.dialect, self.db, lambda: self._rows(sql, params))
+
+            def claim() -> List[Sequence[Any]]:
+                return self._rows(sql, params)
+
+            def recover() -> List[Sequence[Any]]:
+                return self._held(queue_name, token) or claim()
+
+            rows = recovering(self.dialect, self.db, claim, recover)
             if rows:
                 rows.sort(key=_claim_order)
                 # RETURNING shows the row after the update: attempts counts this claim.
@@ -128,6 +159,7 @@ class Claimer:
         instead of silent. Like RETURNING, never ``contended``."""
         self.sweep(queue_name, now_ms)
         read = self._batch.claim_locked(limit)
+        token = secrets.token_hex(16)
 
         def transaction() -> List[QueueLease]:
             with self.db.atomic():
@@ -135,9 +167,19 @@ class Claimer:
                 if not rows:
                     return []
                 return self._take(queue_name, sorted(rows, key=_claim_order), now_us,
-                                  now_ms, expires_ms)
+                                  now_ms, expires_ms, token)
 
-        return ClaimBatch(tuple(retrying(self.dialect, self.db, transaction)), False)
+        def recover() -> List[QueueLease]:
+            # The COMMIT's reply may be what was lost: the rows holding the token are
+            # this claim's. The UPDATE added one to each row's attempts.
+            held = sorted(self._held(queue_name, token), key=_claim_order)
+            if not held:
+                return transaction()
+            return [self._lease(queue_name, row, row[1], token, expires_ms, now_us)
+                    for row in held]
+
+        return ClaimBatch(tuple(recovering(self.dialect, self.db, transaction, recover)),
+                          False)
 
     def _claim_portable(self, queue_name: str, limit: int, now_us: int, now_ms: int,
                         expires_ms: int) -> ClaimBatch:
@@ -151,11 +193,11 @@ class Claimer:
         swept = False
         params = (queue_name, now_ms, queue_name, now_ms)
         for _ in range(CLAIM_ROUNDS):
-            rows = self._rows(read, params)
+            rows = self._read(read, params)
             if not swept and any(row[0] == 1 for row in rows):
                 swept = True
                 self.sweep_expired(queue_name, now_ms)
-                rows = self._rows(read, params)
+                rows = self._read(read, params)
             candidates = sorted((row[1:] for row in rows if row[0] == 0
                                  and row[1] not in tried), key=_claim_order)
             if not candidates:
@@ -170,27 +212,42 @@ class Claimer:
         return ClaimBatch(tuple(leases), bool(tried) and not leases)
 
     def _take(self, queue_name: str, rows: List[Sequence[Any]], now_us: int, now_ms: int,
-              expires_ms: int) -> List[QueueLease]:
+              expires_ms: int, token: str = "") -> List[QueueLease]:
         """Lease the observed candidate ``rows`` with one UPDATE fenced on each row's
-        state and attempt count; returns the leases of the rows it took."""
-        token = secrets.token_hex(16)
+        state and attempt count, under ``token`` (a fresh one when not given); returns
+        the leases of the rows it took. Run inside a transaction (LOCKED_READ), a lost
+        reply is the transaction's to recover; alone (PORTABLE), the rows holding the
+        token are read back."""
+        token = token or secrets.token_hex(16)
+        ids = [row[0] for row in rows]
         if len(rows) == 1:
-            job_id, attempts = rows[0][0], rows[0][1]
-            taken = {job_id} if self._fenced(self._sql.take, (
-                token, expires_ms, now_ms, now_ms, job_id, attempts, now_ms)) == 1 else set()
+            sql = self._sql.take
+            params: List[Any] = [token, expires_ms, now_ms, now_ms, ids[0], rows[0][1],
+                                 now_ms]
         else:
-            ids = [row[0] for row in rows]
-            params: List[Any] = [token, expires_ms, now_ms, now_ms, *ids, now_ms]
+            sql = self._batch.take_many(len(rows))
+            params = [token, expires_ms, now_ms, now_ms, *ids, now_ms]
             for row in rows:
                 params += (row[0], row[1])
-            matched = self._fenced(self._batch.take_many(len(rows)), params)
+
+        def held() -> Set[str]:
+            return {row[0] for row in self._rows(self._batch.taken_ids(len(ids)),
+                                                 (*ids, token))}
+
+        def take() -> Set[str]:
+            matched = int(self.db.execute_sql(sql, params).rowcount)
             if matched == len(rows):
-                taken = set(ids)
-            elif matched == 0:
-                taken = set()
-            else:  # some were lost to another claim: read back which rows hold our token
-                taken = {row[0] for row in self._rows(self._batch.taken_ids(len(ids)),
-                                                      (*ids, token))}
+                return set(ids)
+            if matched == 0:
+                return set()
+            return held()  # some were lost to another claim: which rows hold our token
+
+        def recover() -> Set[str]:
+            # Fenced on the observed attempt counts: a repeat after a committed first
+            # run would match nothing, so what holds the token answers first.
+            return held() or take()
+
+        taken = recovering(self.dialect, self.db, take, recover)
         # The UPDATE was fenced on the observed attempt count: each taken row is now at +1.
         return [self._lease(queue_name, row, row[1] + 1, token, expires_ms, now_us)
                 for row in rows if row[0] in taken]

@@ -14,12 +14,11 @@ import enum
 import json
 import math
 import re
-import sys
 import types
 import typing
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Optional, Set, Tuple
 
 from caravel_lite.errors import InvalidField
 
@@ -317,13 +316,15 @@ def _fail(path: str, expected: str) -> PayloadDecodeError:
     return PayloadDecodeError(f"{path}: expected {expected}")
 
 
-_UNION_TYPES: Tuple[Any, ...] = (typing.Union,)
-if sys.version_info >= (3, 10):
-    _UNION_TYPES = (typing.Union, types.UnionType)
+_UNION_TYPES: Tuple[Any, ...] = (typing.Union, types.UnionType)  # Optional[X], X | None
 
 
 _BARE_CONTAINERS = {list: typing.List[Any], dict: typing.Dict[str, Any],
-                    tuple: typing.Tuple[Any, ...]}
+                    tuple: typing.Tuple[Any, ...],
+                    # typing's bare aliases have no arguments either; a bare Tuple
+                    # read as "exactly no items" refused every non-empty tuple
+                    typing.List: typing.List[Any], typing.Dict: typing.Dict[str, Any],
+                    typing.Tuple: typing.Tuple[Any, ...]}
 
 
 def _from_plain(tp: Any, data: Any, path: str) -> Any:
@@ -421,6 +422,85 @@ def _from_plain(tp: Any, data: Any, path: str) -> Any:
         except (ValueError, TypeError):
             raise _fail(path, "an ISO 8601 date") from None
     raise _fail(path, f"a supported type (not {tp!r})")
+
+
+# What a field's annotation may name: the types _from_plain decodes (and _to_plain
+# encodes to the text they decode from).
+_LEAF_TYPES = (bool, int, float, str, uuid.UUID, decimal.Decimal, dt.datetime, dt.date)
+_ENUM_VALUES = (str, int, float, bool, type(None))
+SUPPORTED = ("str, int, float, bool, None, UUID, Decimal, datetime, date, an Enum of "
+             "scalars, a dataclass, list[X], tuple[X, ...], tuple[X, Y], dict[str, X], "
+             "Optional or Union of these, Any")
+
+
+class UnresolvedAnnotations(InvalidField):
+    """A job type's annotations name something not defined (yet): a forward reference
+    to a class defined after the type is registered resolves later, so this can only be
+    judged when its jobs are first stored."""
+
+
+def check_job_type(job_type: type) -> None:
+    """Refuse, as ``InvalidField("job_type")`` naming the field, a dataclass type whose
+    jobs could never be stored and decoded again: an annotation the decoder has no rule
+    for (``set[str]``, ``bytes``, ``dict[int, str]``, a class of its own), annotations
+    that do not resolve (:class:`UnresolvedAnnotations` when a name is not defined), or
+    a field the constructor does not take (``init=False``). A type that passes may
+    still be given values that do not fit (checked at enqueue)."""
+    _check_dataclass(job_type, job_type.__name__, set())
+
+
+def _check_dataclass(cls: type, path: str, seen: Set[type]) -> None:
+    if cls in seen:
+        return  # a recursive type: its fields are being checked already
+    seen.add(cls)
+    try:
+        hints = _hints(cls)
+    except Exception as exc:
+        refused = UnresolvedAnnotations if isinstance(exc, NameError) else InvalidField
+        raise refused("job_type", f"{path}: its annotations do not resolve "
+                      f"({type(exc).__name__}), so its jobs could not be decoded") from None
+    for f in dataclasses.fields(cls):
+        where = f"{path}.{f.name}"
+        if not f.init:
+            raise InvalidField("job_type", f"field {where} has init=False: it is stored "
+                               f"but the constructor cannot take it back")
+        _check_hint(hints.get(f.name, Any), where, seen)
+
+
+def _check_hint(hint: Any, path: str, seen: Set[type]) -> None:
+    if hint is Any or hint is _NONE or hint in _BARE_CONTAINERS:
+        return
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in _UNION_TYPES or origin in (list, typing.List) or (
+            origin in (tuple, typing.Tuple)):
+        for arg in args:
+            if arg is not Ellipsis:
+                _check_hint(arg, path, seen)
+        return
+    if origin in (dict, typing.Dict):
+        if args and args[0] is not str:
+            raise InvalidField("job_type", f"field {path}: {_shown(hint)} cannot be stored: "
+                               f"JSON object keys are str (use dict[str, ...])")
+        for arg in args[1:]:
+            _check_hint(arg, path, seen)
+        return
+    if origin is None and isinstance(hint, type):
+        if dataclasses.is_dataclass(hint):
+            _check_dataclass(hint, path, seen)
+            return
+        if issubclass(hint, enum.Enum):
+            if all(isinstance(m.value, _ENUM_VALUES) for m in hint):
+                return
+            raise InvalidField("job_type", f"field {path}: {hint.__name__}'s values are "
+                               f"not all str, int, float, bool or None")
+        if hint in _LEAF_TYPES:
+            return
+    raise InvalidField("job_type", f"field {path}: {_shown(hint)} cannot be stored in a "
+                       f"payload (supported: {SUPPORTED})")
+
+
+def _shown(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) and not typing.get_args(hint) else repr(hint)
 
 
 _HINTS: Dict[type, Dict[str, Any]] = {}

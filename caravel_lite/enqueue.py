@@ -1,6 +1,11 @@
 """Enqueueing, mixed into :class:`caravel_lite.queue.DatabaseQueue`: single jobs, jobs
 written under a given id (the relay), and batches, all idempotent per (queue, tenant,
-key) through the unique dedup index."""
+key) through the unique dedup index.
+
+Every new job's id is chosen before anything is sent. When the reply of the INSERT (or
+of a batch's COMMIT) is lost, the enqueue reads back its own id(s) on a new connection:
+a row found under its own id is its own new job (never ``already_enqueued``); none found
+means nothing was committed, and the same rows are written again under the same ids."""
 from __future__ import annotations
 
 import uuid
@@ -13,7 +18,7 @@ from caravel_lite.envelope import Envelope, prepare_envelope, stored_match
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict, StatementTooLarge
 from caravel_lite.ids import new_id
 from caravel_lite.observability import logger
-from caravel_lite.retry import budgeted, call_budget, retrying, retrying_statement
+from caravel_lite.retry import budgeted, call_budget, recovering
 from caravel_lite.schema import JOBS_TABLE
 from caravel_lite.statements import INSERT_COLUMNS
 from caravel_lite.values import Dispatch, EnqueueResult
@@ -100,7 +105,9 @@ class Enqueuing:
                          now_us: Optional[int] = None) -> EnqueueResult:
         """Write an already validated envelope under ``job_id`` (the relay passes the
         intent's id so that every relay converges on one job). ``now_us``: the
-        enqueue time, when the caller has just read the clock."""
+        enqueue time, when the caller has just read the clock. A lost reply is
+        recovered as :meth:`enqueue`'s: a row found under ``job_id`` is this call's
+        new job."""
         return self._write_envelope(envelope, job_id,
                                     self._now_us() if now_us is None else now_us)
 
@@ -111,18 +118,33 @@ class Enqueuing:
             limit = self._statement_limit()
             if limit is not None:  # raises StatementTooLarge, before anything is sent
                 self.dialect.check_rows([params], limit, len(self._sql.insert))
+        recovered = False
+
+        def insert() -> None:
+            self._execute(self._sql.insert, params)
+
+        def recover() -> None:
+            nonlocal recovered
+            recovered = True
+            if self._execute(self._sql.existing_by_id, (str(job_id),)).fetchone() is None:
+                insert()
+
         try:
             if self.db.in_transaction():
                 # A savepoint: a duplicate-key error must not poison the caller's
                 # transaction (PostgreSQL aborts the whole transaction otherwise). Not
                 # atomic(), which refuses to nest in peewee's manual-commit mode.
                 with self.db.savepoint():
-                    self._execute(self._sql.insert, params)
+                    insert()
             else:
-                retrying_statement(self.dialect, self.db,
-                                   lambda: self._execute(self._sql.insert, params))
+                recovering(self.dialect, self.db, insert, recover, statement=True)
         except peewee.IntegrityError:
             with call_budget(self.db):  # the reads' budget, joining a caller's if open
+                if recovered and self._own_row(job_id):
+                    # The lost INSERT committed after the read-back found nothing: the
+                    # repeat met our own row.
+                    self.telemetry.count("accepted", envelope.queue)
+                    return EnqueueResult(job_id, False)
                 existing = self._existing(envelope, job_id)
             if existing is None:
                 raise
@@ -145,6 +167,13 @@ class Enqueuing:
         ``already_enqueued=True``; with a different one the whole call raises
         :class:`QueueIdempotencyConflict` and writes nothing of the batch. New jobs are
         written with multi-row INSERTs.
+
+        A lost reply (the connection dropped outside the caller's transaction, the
+        batch's COMMIT perhaps done): the new jobs' ids were chosen before sending, so
+        the call reads them back on a new connection; found, the batch committed and
+        the answer is the one it had (its new jobs ``already_enqueued=False``); not
+        found, the batch is written again under the same ids. Inside the caller's
+        transaction the error reaches the caller with the transaction.
         """
         if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
             raise InvalidField("items", "must be a sequence of (job, Dispatch) pairs")
@@ -169,12 +198,23 @@ class Enqueuing:
                 raise QueueIdempotencyConflict(
                     f"items {earlier} and {index} use one idempotency key for different "
                     f"types or payloads")
+        written: Dict[str, Any] = {}
+
+        def batch() -> Dict[str, uuid.UUID]:
+            return self._enqueue_batch(envelopes, ids, first, floor_ms(now_us), written)
+
+        def recover() -> Dict[str, uuid.UUID]:
+            new_ids = written.get("new_ids", ())
+            if new_ids and self._execute(self._batch.existing_ids(len(new_ids)),
+                                         list(new_ids)).fetchone() is not None:
+                return cast(Dict[str, uuid.UUID], written["stored"])  # it committed
+            return batch()
+
         for attempt in range(1, ENQUEUE_ATTEMPTS + 1):
             try:
                 # A lock conflict rolled the whole batch back: repeated within the
                 # call's budget (only outside the caller's transaction).
-                stored = retrying(self.dialect, self.db, lambda: self._enqueue_batch(
-                    envelopes, ids, first, floor_ms(now_us)))
+                stored = recovering(self.dialect, self.db, batch, recover)
                 break
             except peewee.IntegrityError:
                 # Another writer took one of our keys between our read and our INSERT;
@@ -208,9 +248,12 @@ class Enqueuing:
         return results
 
     def _enqueue_batch(self, envelopes: List[Envelope], ids: List[uuid.UUID],
-                       first: Dict[str, int], now_ms: int) -> Dict[str, uuid.UUID]:
+                       first: Dict[str, int], now_ms: int,
+                       written: Dict[str, Any]) -> Dict[str, uuid.UUID]:
         """One transaction: read which keys already have a job (raising on a conflict),
-        insert the rest, enqueued at ``now_ms``. Returns {dedup key: existing job id}."""
+        insert the rest, enqueued at ``now_ms``. Returns {dedup key: existing job id},
+        also left in ``written`` with the ids of the rows inserted (what a lost reply's
+        recovery reads back)."""
         stored: Dict[str, uuid.UUID] = {}
         with self.dialect.write_transaction(self.db):
             keys = list(first)
@@ -224,6 +267,8 @@ class Enqueuing:
                    if envelope.dedup_key is None
                    or (first[envelope.dedup_key] == index and envelope.dedup_key not in stored)]
             new_rows = [_row(ids[index], envelopes[index], now_ms) for index in new]
+            written["stored"] = stored
+            written["new_ids"] = [str(ids[index]) for index in new][:INSERT_CHUNK]
             self.dialect.insert_rows(self.db, JOBS_TABLE, INSERT_COLUMNS, new_rows,
                                      self._batch.insert_many, INSERT_CHUNK,
                                      self._statement_limit())
@@ -245,6 +290,9 @@ class Enqueuing:
                 self.db.close()
             except peewee.DatabaseError:
                 pass  # the driver refused to close a dead connection; Peewee forgot it
+
+    def _own_row(self, job_id: uuid.UUID) -> bool:
+        return self._execute(self._sql.existing_by_id, (str(job_id),)).fetchone() is not None
 
     def _existing(self, envelope: Envelope, job_id: uuid.UUID) -> Optional[EnqueueResult]:
         row = None

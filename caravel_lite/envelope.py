@@ -96,7 +96,9 @@ def stored_match(envelope: Envelope, row: Tuple[Any, ...], where: str) -> uuid.U
     ``where`` says what holds the key ("enqueued", "staged")."""
     existing_id, wire_name, payload = row
     if wire_name != envelope.wire_name or payload != envelope.payload:
+        # Often found while handling the unique index's IntegrityError: that is how a
+        # taken key shows, not part of the caller's problem, so it is not chained.
         raise QueueIdempotencyConflict(
             f"idempotency key already {where} for a job with a different type or payload",
-            uuid.UUID(existing_id))
+            uuid.UUID(existing_id)) from None
     return uuid.UUID(existing_id)

@@ -13,13 +13,18 @@ database to come back. :class:`OutagePolicy` is the second, bounded:
   statement, and at once on a fault that waiting cannot fix (the schema is not
   migrated, the server refuses the login: :meth:`Dialect.is_unfixable`) or an error
   that is not about the connection at all (a constraint, a bug: those propagate).
+
+Each error is judged by the database that raised it: a loop over two databases (the
+relay: the outbox on one, the queue on another) reads a PostgreSQL error as PostgreSQL
+reports it even when the other database is SQLite. The policy derives each database's
+classifier from the database object itself; no dialect is passed beside it.
 """
 from __future__ import annotations
 
 import random
 import time
 from datetime import timedelta
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 import peewee
 
@@ -27,9 +32,10 @@ from caravel_lite.errors import InvalidField, SchemaNotReady
 from caravel_lite.observability import logger
 
 if TYPE_CHECKING:
-    from caravel_lite.dialect import Dialect
+    from caravel_lite.error_codes import ErrorCodes
 
-__all__ = ["OutagePolicy", "check_max_outage", "FIRST_PAUSE", "MAX_PAUSE"]
+__all__ = ["OutagePolicy", "check_max_outage", "rides_out", "judged_by", "FIRST_PAUSE",
+           "MAX_PAUSE"]
 
 FIRST_PAUSE = 0.5
 MAX_PAUSE = 10.0
@@ -50,32 +56,55 @@ def check_max_outage(value: object) -> Optional[float]:
     return seconds
 
 
-def rides_out(exc: BaseException, dialect: Dialect) -> bool:
-    """Whether waiting may fix ``exc``: a lost or refused connection, a server starting
-    up or shutting down, a lock that did not clear; not a missing schema, a refused
-    login, nor an error in what was asked (constraints, SQL)."""
+def classifiers(databases: Sequence[peewee.Database]) -> List["ErrorCodes"]:
+    """Each database's error classifier, derived from the database object."""
+    from caravel_lite.dialect import errors_of
+
+    return [errors_of(db) for db in databases]
+
+
+def judged_by(exc: BaseException, codes: Sequence["ErrorCodes"]) -> List["ErrorCodes"]:
+    """The classifiers that judge ``exc``: the one of the database whose driver raised
+    it; when no driver's is recognised (Peewee's own errors), all of them."""
+    raisers = [c for c in codes if c.raised(exc)]
+    return raisers[:1] or list(codes)
+
+
+def rides_out(exc: BaseException, databases: Sequence[peewee.Database]) -> bool:
+    """Whether waiting may fix ``exc``, raised by one of ``databases``: a lost or
+    refused connection, a server starting up or shutting down, a lock that did not
+    clear; not a missing schema, a refused login, nor an error in what was asked
+    (constraints, SQL). Judged by the database that raised it (:func:`judged_by`)."""
+    return _rides_out(exc, classifiers(databases))
+
+
+def _rides_out(exc: BaseException, codes: Sequence["ErrorCodes"]) -> bool:
     if isinstance(exc, SchemaNotReady):
         return False
     if not isinstance(exc, (peewee.OperationalError, peewee.InterfaceError)):
         return False
-    return not dialect.is_unfixable(exc)
+    return not any(c.is_unfixable(exc) for c in judged_by(exc, codes))
 
 
 class OutagePolicy:
     """Decides, after each failed pass of a loop, whether to wait and try again.
 
     ``databases``: the Peewee databases the loop uses (their connections in this thread
-    are dropped after a failure). ``wait(seconds)`` sleeps and returns True when a stop
-    was requested meanwhile (the loop then ends normally).
+    are dropped after a failure); each error is judged by the one that raised it.
+    ``wait(seconds)`` sleeps and returns True when a stop was requested meanwhile (the
+    loop then ends normally).
+
+    ``_ignored``: the dialect earlier versions took third, still accepted from callers
+    not yet updated and never read (errors are judged by their own database).
     """
 
     def __init__(self, max_outage: float, databases: Sequence[peewee.Database],
-                 dialect: Dialect,
+                 _ignored: object = None,
                  *, what: str = "worker", monotonic: Callable[[], float] = time.monotonic,
                  rng: Optional[random.Random] = None) -> None:
         self.max_outage = max_outage
         self.databases = list(databases)
-        self.dialect = dialect
+        self._codes = classifiers(self.databases)
         self.what = what
         self._monotonic = monotonic
         self._rng = rng or random.Random()
@@ -99,7 +128,7 @@ class OutagePolicy:
         """Handle the error of a failed pass: re-raise it when waiting cannot help or
         the budget is spent, else drop the connections and sleep the back-off. Returns
         True when a stop was requested during the sleep."""
-        if not rides_out(exc, self.dialect):
+        if not _rides_out(exc, self._codes):
             raise exc
         now = self._monotonic()
         if self._since is None:

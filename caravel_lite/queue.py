@@ -4,6 +4,14 @@ Delivery is at least once. Enqueue is idempotent per (queue, tenant, key); a cla
 a renewable lease fenced by a random token; every state change is one conditional
 UPDATE, so a worker whose lease expired or was superseded can never overwrite the
 outcome recorded by the worker that took over.
+
+Lost replies (the connection dropped after a statement was sent, so the server may or
+may not have carried it out) are recovered by each operation reading back what it
+owns, never by the connection layer sending the statement again: a claim the rows
+holding its lease token (caravel_lite.claim), an enqueue its own job ids
+(caravel_lite.enqueue), and the lease operations (renew, complete, fail, release,
+snooze), which are fenced by the lease and may be repeated, the row they wrote
+(:meth:`DatabaseQueue._fenced`). SQLite runs in-process and cannot lose a reply.
 """
 from __future__ import annotations
 
@@ -25,9 +33,11 @@ from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, default_telemetry
 from caravel_lite.options import QueueOptions, resolve_options
 from caravel_lite.registry import JobRegistry, require_registry
-from caravel_lite.retry import budgeted, retrying, retrying_statement
+from caravel_lite.fences import Wrote, fenced_write, left_as
+from caravel_lite.retry import budgeted, recovering, retrying
 from caravel_lite.sessions import private_memory
 from caravel_lite.statements import BatchStatements, Statements
+from caravel_lite.statements import COMPLETED, DEAD, LEASED, PENDING
 from caravel_lite.values import ClaimBatch, Failure, QueueLease
 
 __all__ = ["DatabaseQueue", "CANDIDATES", "MAX_BATCH", "backoff_micros"]
@@ -91,10 +101,11 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
     def _execute(self, sql: str, params: Sequence[Any]) -> Any:
         return self.db.execute_sql(sql, params)
 
-    def _fenced(self, sql: str, params: Sequence[Any]) -> int:
-        """Run a conditional UPDATE, retrying lock conflicts; returns rows matched."""
-        return retrying_statement(self.dialect, self.db,
-                                  lambda: int(self.db.execute_sql(sql, params).rowcount))
+    def _fenced(self, sql: str, params: Sequence[Any], job_id: Optional[str] = None,
+                wrote: Optional[Wrote] = None) -> int:
+        """:func:`caravel_lite.fences.fenced_write` on this queue's database."""
+        return fenced_write(self.dialect, self.db, sql, params, self._sql.settled, job_id,
+                            wrote)
 
     # -- claim -------------------------------------------------------------------------
 
@@ -102,7 +113,14 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         """Lease the best due job of ``queue`` (priority, due time, enqueue time, id), or
         return None. Exactly one contender wins a job, across threads and processes.
         Each claim is an attempt. Before claiming, expired leases of ``queue`` whose
-        attempts are used up are dead-lettered and the others made claimable."""
+        attempts are used up are dead-lettered and the others made claimable (logged at
+        WARNING: their jobs are taken over).
+
+        A lost reply (the connection dropped after the claim was sent): the claim's
+        lease token was chosen before sending, so it reads back the rows holding it on
+        a new connection and returns those; none means nothing was committed, and the
+        claim runs again under the same token. No row is left leased under a token
+        nobody holds and no attempt is spent on a job no handler gets."""
         validation.check_queue(queue)
         leases = self._claim_batch(queue, 1).leases
         return leases[0] if leases else None
@@ -114,6 +132,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         guarantees as :meth:`claim`: one winner per job across threads and processes,
         each claim an attempt, expired leases swept first. Fewer than ``limit`` (or
         none) come back when fewer are due or after losing a bounded number of races.
+        A lost reply is recovered as :meth:`claim`'s: the rows holding the claim's
+        token are its leases.
         """
         validation.check_queue(queue)
         return list(self._claim_batch(queue, limit).leases)
@@ -122,7 +142,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         """:meth:`claim_many` that also says whether an empty answer means an empty
         queue: ``contended`` is True when due jobs existed but another claimer took
         every one first (possible only on the portable path of servers without SKIP
-        LOCKED); a caller may then claim again at once rather than wait."""
+        LOCKED); a caller may then claim again at once rather than wait. A lost reply
+        is recovered as :meth:`claim`'s."""
         validation.check_queue(queue_name, "queue_name")
         return self._claim_batch(queue_name, limit)
 
@@ -143,37 +164,53 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         """Extend an owned lease to min(now + lease_duration, claim start +
         max_lease_lifetime). Returns the new lease, or None (and changes nothing) when
         the lease is no longer owned or the lifetime is used up. Never shortens a lease;
-        does not count as an attempt."""
+        does not count as an attempt.
+
+        Fenced by the lease, so it may be repeated. A lost reply: the row is read back
+        and the renewal answered as done when it holds this lease's token and the new
+        expiry, else it is sent again (it changes nothing once the lease is lost)."""
         now_us = self._now_us()
         target_us = min(now_us + self._lease_us, lease._claimed_at_us + self._lifetime_us)
         if target_us <= now_us:
             return None
         target_ms = ceil_ms(target_us)
         now_ms = floor_ms(now_us)
-        matched = self._fenced(self._sql.renew, (target_ms, now_ms, lease._id_text(),
-                                                 lease._token, now_ms, target_ms))
+        token = lease._token
+        matched = self._fenced(
+            self._sql.renew, (target_ms, now_ms, lease._id_text(), token, now_ms, target_ms),
+            lease._id_text(), lambda row: row[0] == LEASED and row[1] == token
+            and row[2] is not None and int(row[2]) == target_ms)
         if matched != 1:
             return None
         return dataclasses.replace(lease, expires_at=from_ms(target_ms))
 
     @budgeted
     def complete(self, lease: QueueLease) -> bool:
-        """Mark an owned lease's job COMPLETED. False (nothing changed) if not owned."""
+        """Mark an owned lease's job COMPLETED. False (nothing changed) if not owned.
+
+        Fenced by the lease, so it may be repeated (a repeat answers False). A lost
+        reply: the row is read back, and True when it is COMPLETED by this call's write,
+        else the completion is sent again."""
         done = self._complete_raw(lease, floor_ms(self._now_us()))
         if done:
             self.telemetry.count("completed", lease.context.queue)
         return done
 
     def _complete_raw(self, lease: QueueLease, now_ms: int) -> bool:
-        return self._fenced(self._sql.complete, (now_ms, now_ms, lease._id_text(),
-                                                 lease._token, now_ms)) == 1
+        ident = lease._id_text()
+        return self._fenced(self._sql.complete, (now_ms, now_ms, ident, lease._token, now_ms),
+                            ident, left_as(COMPLETED, now_ms)) == 1
 
     @budgeted
     def complete_many(self, leases: Sequence[QueueLease]) -> List[bool]:
         """Complete a batch of leases, one statement per up to 100 leases; element i of
         the result says whether ``leases[i]`` was acknowledged. Each row is fenced by
         its own token and an unexpired lease, exactly as :meth:`complete`: a stale
-        lease is answered False, changes nothing and does not hold back the others."""
+        lease is answered False, changes nothing and does not hold back the others.
+
+        A lost reply: which of the batch's rows this call completed is read back (each
+        COMPLETED by this call's write), and the others are completed one by one, as
+        :meth:`complete` does (fenced: only those still owned change)."""
         leases = list(leases)
         for lease in leases:
             if not isinstance(lease, QueueLease):
@@ -209,11 +246,19 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         params: List[Any] = [now_ms, now_ms, *ids, now_ms]
         for lease in group:
             params += (lease._id_text(), lease._token)
+        def recover() -> Set[str]:
+            done = {row[0] for row in self.db.execute_sql(
+                self._batch.completed_at(len(ids)), (*ids, now_ms)).fetchall()}
+            return done | {lease._id_text() for lease in group
+                           if lease._id_text() not in done
+                           and self._complete_raw(lease, now_ms)}
+
         if self.dialect.update_returning:
             sql = self._batch.complete_many_returning(len(group))
-            rows = retrying(self.dialect, self.db,
-                            lambda: self.db.execute_sql(sql, params).fetchall())
-            return {row[0] for row in rows}
+
+            def returning() -> Set[str]:
+                return {row[0] for row in self.db.execute_sql(sql, params).fetchall()}
+            return recovering(self.dialect, self.db, returning, recover)
         # Without RETURNING the row count cannot say which leases were stale. The batch
         # runs in a transaction that is kept only when every lease matched; otherwise
         # it is rolled back and each lease is settled on its own (rare: a stale lease).
@@ -228,9 +273,11 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
                 return False
             return True
 
-        if retrying(self.dialect, self.db, all_or_nothing):
-            return set(ids)
-        return {lease._id_text() for lease in group if self._complete_raw(lease, now_ms)}
+        def settle() -> Set[str]:
+            if retrying(self.dialect, self.db, all_or_nothing):
+                return set(ids)
+            return {lease._id_text() for lease in group if self._complete_raw(lease, now_ms)}
+        return recovering(self.dialect, self.db, settle, recover)
 
     @budgeted
     def fail(self, lease: QueueLease, failure: Failure, *,
@@ -240,7 +287,11 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         up, or at once for ``Failure.DISCARDED``. Stores the category and, in the job's
         failure history, the attempt and, given ``error``, its type and raise site
         (never its message; a text only from ``QueueOptions.describe_failure``). False
-        (nothing changed) if not owned."""
+        (nothing changed) if not owned.
+
+        Fenced by the lease, so it may be repeated (a repeat answers False and writes
+        no second history row). A lost reply: the row is read back, and True when it
+        holds this call's write, else the failure is sent again."""
         if not isinstance(failure, Failure):
             raise InvalidField("failure", f"must be a caravel_lite.Failure, got {failure!r}")
         if error is not None and not isinstance(error, BaseException):
@@ -259,8 +310,20 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
             due_ms = ceil_ms(now_us + backoff_micros(self.options, lease.attempt))
             sql, params = self._sql.retry, (due_ms, failure.value, now_ms) + ident
             outcome = "retried"
-        changed = self._failures.fail(sql, params, ident[0], lease.attempt, failure.value,
-                                      info, now_ms)
+        state = DEAD if outcome == "deadlettered" else PENDING
+        left = left_as(state, now_ms)
+
+        def record() -> bool:
+            return self._failures.fail(sql, params, ident[0], lease.attempt, failure.value,
+                                       info, now_ms)
+
+        def recover() -> bool:
+            # The failure and its history row are one transaction: the row in the
+            # failed state by this call's write means both were kept.
+            row = self.db.execute_sql(self._sql.settled, (ident[0],)).fetchone()
+            return (row is not None and left(row)) or record()
+
+        changed = recovering(self.dialect, self.db, record, recover)
         if changed:
             self.telemetry.count("failed", queue, failure=failure.value)
             self.telemetry.count(outcome, queue, failure=failure.value)
@@ -271,12 +334,17 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         """Hand back an owned job that was claimed but never run (a worker stopping
         with prefetched jobs): PENDING again, the claim's attempt given back, its due
         time and last failure unchanged, the lease cleared. False (nothing changed)
-        when the lease is no longer owned. Counted as ``released``."""
+        when the lease is no longer owned. Counted as ``released``.
+
+        Fenced by the lease, so it may be repeated (a repeat answers False). A lost
+        reply: the row is read back, and True when it is PENDING by this call's write,
+        else the release is sent again."""
         if not isinstance(lease, QueueLease):
             raise InvalidField("lease", f"must be a QueueLease, got {lease!r}")
         now_ms = floor_ms(self._now_us())
-        released = self._fenced(self._sql.release,
-                                (now_ms, lease._id_text(), lease._token, now_ms)) == 1
+        ident = lease._id_text()
+        released = self._fenced(self._sql.release, (now_ms, ident, lease._token, now_ms),
+                                ident, left_as(PENDING, now_ms)) == 1
         if released:
             self.telemetry.count("released", lease.context.queue)
         return released
@@ -286,7 +354,11 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         """Put an owned job back to PENDING due ``delay`` from now (rounded up to the
         millisecond), with the claim's attempt given back and its last failure
         unchanged: what a handler raising :class:`caravel_lite.Snooze` gets. False
-        (nothing changed) when the lease is no longer owned. Counted as ``snoozed``."""
+        (nothing changed) when the lease is no longer owned. Counted as ``snoozed``.
+
+        Fenced by the lease, so it may be repeated (a repeat answers False). A lost
+        reply: the row is read back, and True when it is PENDING by this call's write,
+        else the snooze is sent again."""
         if not isinstance(lease, QueueLease):
             raise InvalidField("lease", f"must be a QueueLease, got {lease!r}")
         if not isinstance(delay, timedelta) or delay < timedelta(0):
@@ -294,8 +366,9 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         now_us = self._now_us()
         now_ms = floor_ms(now_us)
         due_ms = ceil_ms(now_us + duration_micros(delay))
-        snoozed = self._fenced(self._sql.snooze, (due_ms, now_ms, lease._id_text(),
-                                                  lease._token, now_ms)) == 1
+        ident = lease._id_text()
+        snoozed = self._fenced(self._sql.snooze, (due_ms, now_ms, ident, lease._token, now_ms),
+                               ident, left_as(PENDING, now_ms)) == 1
         if snoozed:
             self.telemetry.count("snoozed", lease.context.queue)
         return snoozed
@@ -303,7 +376,10 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
     @budgeted
     def reclaim_expired(self, queue: str) -> int:
         """Sweep ``queue`` now: expired leases with attempts left become claimable again
-        (last failure LEASE_EXPIRED), the others DEAD_LETTER. Returns how many moved."""
+        (last failure LEASE_EXPIRED), the others DEAD_LETTER. Returns how many moved.
+        Its statements are fenced on the rows' state and expiry: after a lost reply
+        they are sent again and match nothing already moved (the count then leaves
+        out what the lost run moved)."""
         validation.check_queue(queue)
         dead, reclaimed = self._claimer.sweep(queue, floor_ms(self._now_us()))
         return dead + reclaimed

@@ -10,9 +10,9 @@ import dataclasses
 import inspect
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Type, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Set, Type, TypeVar
 
-from caravel_lite import validation
+from caravel_lite import codec, validation
 from caravel_lite.errors import InvalidField, UnknownJobType
 from caravel_lite.values import JobContext
 
@@ -42,14 +42,29 @@ class JobRegistry:
     def __init__(self) -> None:
         self._by_name: Dict[str, JobDefinition] = {}
         self._by_type: Dict[type, JobDefinition] = {}
+        # Types registered while their annotations named a class not defined yet.
+        self._unchecked: Set[type] = set()
         self._lock = threading.Lock()
 
     def register(self, wire_name: str, job_type: Type[J],
                  handler: Callable[[J, JobContext], Any]) -> JobDefinition:
-        """Register ``handler`` (sync or ``async def``) for ``job_type`` under ``wire_name``."""
+        """Register ``handler`` (sync or ``async def``) for ``job_type`` under ``wire_name``.
+
+        ``job_type`` must be a dataclass whose every field the payload codec can store
+        and decode again (see :func:`caravel_lite.codec.check_job_type`); otherwise
+        ``InvalidField("job_type")`` names the field, and nothing is registered. Only
+        annotations naming a class not defined yet (a forward reference to a class
+        further down the module) are judged later, when the first job is stored."""
         validation.check_wire_name(wire_name)
         if not (isinstance(job_type, type) and dataclasses.is_dataclass(job_type)):
             raise InvalidField("job_type", "must be a dataclass type")
+        # Refused now, naming the field, rather than at every enqueue; a forward
+        # reference to a class not defined yet is checked when the first job is stored.
+        try:
+            codec.check_job_type(job_type)
+            unresolved = False
+        except codec.UnresolvedAnnotations:
+            unresolved = True
         if not callable(handler):
             raise InvalidField("handler", "must be callable")
         definition = JobDefinition(wire_name, job_type, handler,
@@ -62,6 +77,8 @@ class JobRegistry:
                                    f"{self._by_type[job_type].wire_name!r}")
             self._by_name[wire_name] = definition
             self._by_type[job_type] = definition
+            if unresolved:
+                self._unchecked.add(job_type)
         return definition
 
     def job(self, wire_name: str, job_type: Type[J]
@@ -82,6 +99,9 @@ class JobRegistry:
         definition = self._by_type.get(type(job))
         if definition is None:
             raise UnknownJobType(f"job type {type(job).__name__} is not registered")
+        if self._unchecked and definition.job_type in self._unchecked:
+            codec.check_job_type(definition.job_type)  # InvalidField("job_type") if still not
+            self._unchecked.discard(definition.job_type)
         return definition
 
     def for_type(self, job_type: type) -> JobDefinition:

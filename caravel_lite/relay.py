@@ -173,8 +173,10 @@ class OutboxRelay:
             raise InvalidField("poll_interval", "must be a number of seconds in (0, 3600]")
         validation.check_int("batch_size", batch_size, 1, MAX_BATCH)
         budget = check_max_outage(max_outage)
-        policy = (OutagePolicy(budget, [self.db, self.queue.db], self.queue.dialect,
-                               what="outbox relay") if budget is not None else None)
+        # Each error judged by the database that raised it (the outbox's may not be of
+        # the queue's kind).
+        policy = (OutagePolicy(budget, [self.db, self.queue.db], what="outbox relay")
+                  if budget is not None else None)
         logger.info("outbox relay started")
         try:
             while not stop.is_set():

@@ -2,7 +2,9 @@
 statement that met a lock conflict.
 
 Which errors are worth repeating is the dialect's call
-(:meth:`caravel_lite.dialect.Dialect.is_transient`). How many times and for how long is
+(:meth:`caravel_lite.dialect.Dialect.is_transient`). A dropped connection is not one:
+the operation that lost its reply recovers by reading back what it owns
+(:func:`recovering`). How many times and for how long is
 decided here, once per public call (a claim, a renewal, an acknowledgement, an
 enqueue): SQLite's busy handling in :func:`caravel_lite.dialect.open_database`'s
 databases and the queue's repeat of a fenced statement draw on the same
@@ -164,14 +166,15 @@ def retrying(dialect: Any, db: peewee.Database, action: Callable[[], T],
              on_retry: Optional[Callable[[], None]] = None) -> T:
     """Run ``action`` (one statement, or one whole short transaction of the library's
     own), repeating it while the call's budget lasts when it met a transient lock
-    conflict, or a dropped connection on a database that replaces dropped connections
-    (:class:`caravel_lite.dialect.Reconnect`); then raise :class:`DatabaseBusy` (still a
-    ``peewee.OperationalError``) for a lock conflict, or the error itself.
+    conflict (which changed nothing); then raise :class:`DatabaseBusy` (still a
+    ``peewee.OperationalError``), or any other error as it is.
+
+    A dropped connection is never repeated here: whether the action was carried out is
+    unknown, and only the operation knows how to find out (:func:`recovering`).
 
     Only outside the caller's transaction: inside one, a deadlock has already rolled
     the caller's work back and repeating our statement alone would be wrong, so the
-    error is raised as it is. A repeated action must be safe to run again if its first
-    run committed before the connection dropped (the queue's are fenced or keyed).
+    error is raised as it is.
     """
     with call_budget(db) as budget:
         while True:
@@ -180,19 +183,62 @@ def retrying(dialect: Any, db: peewee.Database, action: Callable[[], T],
             except DatabaseBusy:
                 raise  # its layer already spent this call's budget
             except (peewee.DatabaseError, peewee.InterfaceError) as exc:
-                if db.in_transaction() or _deliberate(exc):
+                if db.in_transaction() or _deliberate(exc) or not dialect.is_transient(exc):
                     raise
-                if dialect.is_transient(exc):
-                    if not budget.spend():
-                        raise DatabaseBusy(
-                            f"lock conflict not resolved {budget.describe()}: "
-                            f"{type(exc).__name__}: {exc}; the statement changed nothing "
-                            f"and may be repeated") from exc
-                elif not (getattr(db, "replaces_dropped_connections", False)
-                          and dialect.is_disconnect(exc) and budget.spend()):
-                    raise
+                if not budget.spend():
+                    raise DatabaseBusy(
+                        f"lock conflict not resolved {budget.describe()}: "
+                        f"{type(exc).__name__}: {exc}; the statement changed nothing "
+                        f"and may be repeated") from exc
                 if on_retry is not None:
                     on_retry()
+
+
+def recovering(dialect: Any, db: peewee.Database, action: Callable[[], T],
+               recover: Callable[[], T], *, statement: bool = False) -> T:
+    """Run ``action`` as :func:`retrying` does (``statement``: a single statement, as
+    :func:`retrying_statement`); when it fails because the connection dropped outside
+    a transaction (its reply lost: the server may or may not have carried it out), run
+    ``recover`` instead, on a new connection: once at once, then again as often as the
+    call's budget allows while the connection keeps dropping.
+
+    ``recover`` must find out what the lost action did by reading what it owns (the
+    rows holding a claim's lease token, an enqueue's own job id) and finish the work
+    from there, so that running it after a committed action, or again after itself,
+    does nothing twice. Inside the caller's transaction the error is raised as it is:
+    the transaction is lost and is the caller's to repeat; so is a statement a
+    :func:`~caravel_lite.connections.bounded` block cut short (``StatementTimedOut``):
+    the bound means "stop now", and what the statement did stays unknown to this call.
+    """
+    try:
+        return retrying_statement(dialect, db, action) if statement \
+            else retrying(dialect, db, action)
+    except DatabaseBusy:
+        raise
+    except (peewee.OperationalError, peewee.InterfaceError) as exc:
+        # A statement cut short by a bound (caravel_lite.connections.bounded) is not
+        # recovered inside it: the bound says stop now, and the caller repeats.
+        if db.in_transaction() or _deliberate(exc) or _timed_out(exc) \
+                or not dialect.is_disconnect(exc):
+            raise
+        failure: BaseException = exc
+    with call_budget(db) as budget:
+        # The first recovery runs whatever is left of the budget (the lost statement
+        # may have taken all of its window): without it what the action did would
+        # stay unknown. Only a recovery that loses its own reply draws on the budget.
+        first = True
+        while True:
+            if not first and not budget.spend():
+                raise failure
+            first = False
+            try:
+                return retrying(dialect, db, recover)
+            except DatabaseBusy:
+                raise
+            except (peewee.OperationalError, peewee.InterfaceError) as exc:
+                if db.in_transaction() or not dialect.is_disconnect(exc):
+                    raise
+                failure = exc
 
 
 def retrying_statement(dialect: Any, db: peewee.Database, action: Callable[[], T]) -> T:
@@ -203,6 +249,12 @@ def retrying_statement(dialect: Any, db: peewee.Database, action: Callable[[], T
     if getattr(db, "repeats_own_statements", False):
         return action()
     return retrying(dialect, db, action)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    from caravel_lite.connections import StatementTimedOut  # imports caravel_lite.errors
+
+    return isinstance(exc, StatementTimedOut)
 
 
 def _deliberate(exc: BaseException) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from caravel_lite import cron as cron_rules
 from caravel_lite.clock import from_ms, now_micros
@@ -136,44 +136,65 @@ class QueueScheduler:
         many jobs were newly enqueued (a slot some scheduler already enqueued counts 0).
 
         A slot whose job exists with another payload raises
-        :class:`QueueIdempotencyConflict`; the schedules before it keep their jobs and
-        the slot is tried again on the next pass.
+        :class:`QueueIdempotencyConflict` (an invalid one ``InvalidField``), the first
+        such, once every other due slot, of its schedule and of the others, has been
+        enqueued; its schedule's slots are tried again on the next pass.
         """
         return self._pass(raise_errors=True)
 
     def _pass(self, raise_errors: bool) -> int:
         created = 0
+        refused: Optional[Exception] = None
         with self._lock:
             for schedule in list(self._schedules.values()):
-                try:
-                    created += self._enqueue_due(schedule)
-                except (QueueIdempotencyConflict, InvalidField) as exc:
-                    if raise_errors:
-                        raise
-                    # The schedule's own fault (a changed payload, a payload over the
-                    # queue's limit): say so and go on with the other schedules; the
-                    # slot counts as handled so the log is not repeated every poll.
-                    logger.error("schedule %s: slot not enqueued: %s: %s", schedule.name,
-                                 type(exc).__name__, exc)
-                    self._handled[schedule.name] = self._now_us()
+                count, error = self._enqueue_due(schedule, raise_errors)
+                created += count
+                refused = refused or error
+        if refused is not None:
+            raise refused
         return created
 
-    def _enqueue_due(self, schedule: Schedule) -> int:
+    def _enqueue_due(self, schedule: Schedule,
+                     raise_errors: bool) -> Tuple[int, Optional[Exception]]:
+        """Enqueue the slots of ``schedule`` due at one clock reading; a slot that
+        fails does not hold up the others. With ``raise_errors`` the first failure is
+        returned, for the pass to raise, and nothing is marked handled, so the next
+        pass tries every slot again (enqueue is idempotent). Otherwise a failing slot
+        is logged and skipped."""
         now_us = self._now_us()
         handled = self._handled[schedule.name]
         if handled is not None and now_us < handled:
-            handled = None  # the clock stepped back: look again, enqueue is idempotent
+            # The clock stepped back: the pass that read the later time handled every
+            # slot due up to now. Looking at them again is not harmless, since a slot
+            # whose job was pruned (at min_prune_age) would be enqueued anew.
+            handled = now_us
         created = 0
+        failed: Optional[Exception] = None
         for slot in schedule.due(now_us, handled):
-            result = self.queue.enqueue(schedule.decode_job(), Dispatch(
-                queue=schedule.queue_name, tenant_id=schedule.tenant_id,
-                idempotency_key=slot.key))
+            try:
+                result = self.queue.enqueue(schedule.decode_job(), Dispatch(
+                    queue=schedule.queue_name, tenant_id=schedule.tenant_id,
+                    idempotency_key=slot.key))
+            except (QueueIdempotencyConflict, InvalidField) as exc:
+                if raise_errors:
+                    failed = failed or exc
+                    continue
+                # The schedule's own fault (a changed payload, a payload over the
+                # queue's limit) for this slot: say so and go on with its other slots.
+                # The slot counts as handled so that the log is not repeated each poll.
+                logger.error("schedule %s: slot %s not enqueued: %s: %s", schedule.name,
+                             slot.key, type(exc).__name__, exc)
+                continue
             if not result.already_enqueued:
                 created += 1
                 logger.info("schedule %s: enqueued slot %s as job %s", schedule.name,
                             slot.key, result.job_id)
+        if failed is not None:
+            return created, failed
+        # Handled up to the reading the due slots were computed from, not a later one:
+        # a slot that began meanwhile is due on the next pass.
         self._handled[schedule.name] = now_us
-        return created
+        return created, None
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -187,13 +208,28 @@ class QueueScheduler:
                  if at is not None]
         return min(found) if found else None
 
+    def _next_unhandled_ms(self, now_us: int) -> Optional[int]:
+        """The earliest start of a slot after the reading each schedule was last handled
+        at (after ``now_us`` for one not handled yet). A pass that ran past a slot's
+        start leaves that slot unhandled: it is at or before ``now_us``, so :meth:`run`
+        passes again at once rather than sleeping until the next slot, which would make
+        it a missed slot (only the newest is enqueued)."""
+        with self._lock:
+            since = [(s, self._handled[s.name]) for s in self._schedules.values()]
+        found = [at for at in (s.timing.next_after_ms(now_us if handled is None
+                                                       else min(handled, now_us))
+                               for s, handled in since)
+                 if at is not None]
+        return min(found) if found else None
+
     def run(self, stop: Optional[threading.Event] = None, *,
             max_outage: Union[None, float, timedelta] = None) -> None:
         """Enqueue due slots until ``stop`` is set, sleeping until the next slot is due
         (at most ``poll_interval`` at a time) and waking at once when ``stop`` is set.
 
         Unlike :meth:`run_once`, a conflicting or invalid slot is logged and skipped so
-        that one schedule cannot hold up the others.
+        that it holds up neither its schedule's other slots (catch-up slots, the current
+        one) nor the other schedules.
 
         ``max_outage``: None (the default) lets database errors propagate. Seconds (or a
         timedelta) ride out an outage as the worker does (:mod:`caravel_lite.outage`):
@@ -218,7 +254,7 @@ class QueueScheduler:
             if policy is not None:
                 policy.succeeded()
             now_us = self._now_us()
-            upcoming_ms = self._next_due_ms(now_us)
+            upcoming_ms = self._next_unhandled_ms(now_us)
             wait = cap
             if upcoming_ms is not None:
                 # Wake one millisecond after the slot starts, so that the clock read on

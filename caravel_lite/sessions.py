@@ -1,8 +1,8 @@
 """What the databases :func:`caravel_lite.dialect.open_database` returns do besides
 Peewee's own: SQLite statements repeated within the call's retry budget
 (:class:`BusyRetry`), one shared in-memory SQLite database per object
-(:class:`SharedMemory`), and dropped server connections replaced on the next statement
-(:class:`Reconnect`). Each asks the dialect how to read an error; none knows which
+(:class:`SharedMemory`), and dead server connections replaced before a statement is
+sent, never by sending one again (:class:`Reconnect`). Each asks the dialect how to read an error; none knows which
 database it runs on (caravel_lite.dialect imports this module and re-exports its
 names)."""
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple, TypeVar, cast
 
 import peewee
 
+from caravel_lite.connections import (StatementTimedOut, current_bound, discard_connection,
+                                      known_dead)
 from caravel_lite.errors import DatabaseBusy
 from caravel_lite.observability import logger
 from caravel_lite.retry import CallBudget, RetryPolicy, TransientCounter, call_budget
@@ -33,53 +35,108 @@ else:
 
 class Reconnect(_Database):
     """Mixed into the PostgreSQL and MariaDB/MySQL classes :func:`open_database`
-    returns (the idea of ``playhouse.shortcuts.ReconnectMixin``, with the dialect's
-    own classification of a lost connection, :meth:`Dialect.is_disconnect`).
+    returns: a dead connection is replaced before a statement is sent on it, never by
+    sending the statement again.
 
-    A statement (or BEGIN) that finds the connection dropped while no transaction is
-    open closes it, connects again and runs once more on the new connection, so an
-    application that enqueues after a database restart or a killed connection works
-    without rebuilding its Database object. Inside a transaction the error reaches
-    the caller: the transaction's work is lost and only the caller can repeat it.
-    Each reconnect is counted in :data:`reconnects` and logged as a warning.
+    - Before a statement (or BEGIN) outside a transaction, a connection known to be
+      dead is closed and a new one opened: the driver marked it closed, or the server
+      already closed its end or sent its termination notice (a restart, a killed
+      session, an idle timeout; :func:`caravel_lite.connections.known_dead`, one
+      non-blocking poll). Nothing was sent on it, so nothing is lost or repeated.
+    - A statement that fails because the connection dropped while it ran is NOT run
+      again: whether the server carried it out is unknown. Outside a transaction the
+      dead connection is closed (the next statement opens a new one) and the error
+      reaches the caller; each operation of the queue recovers by reading back what it
+      owns (a claim its lease token, an enqueue its job id; the lease operations are
+      fenced and repeated), see docs/RELIABILITY.md. Inside a transaction the error
+      reaches the caller too: the transaction's work is lost and only the caller can
+      repeat it.
+    - A BEGIN that fails so is sent once more on a new connection: it carried no work.
+    - The statements of a :func:`caravel_lite.connections.bounded` block are watched
+      by its watchdog; one it interrupted fails with ``StatementTimedOut``.
+
+    Each connection replaced or discarded is counted in :data:`reconnects` and logged
+    as a warning.
     """
 
-    # Read by caravel_lite.retry: the library's own short transactions may be repeated
-    # after a dropped connection, since the next BEGIN reconnects.
-    replaces_dropped_connections = True
-
     def execute_sql(self, sql: str, params: Any = None) -> Any:
-        run = super(Reconnect, self).execute_sql
-        return self._reconnecting(lambda: run(sql, params))  # type: ignore[no-untyped-call]
+        if not self.in_transaction():
+            self._replace_if_dead()
+        try:
+            return super(Reconnect, self).execute_sql(sql, params)  # type: ignore[no-untyped-call]
+        except (peewee.OperationalError, peewee.InterfaceError) as exc:
+            raise self._failed(exc)
 
     def begin(self, *args: Any, **kwargs: Any) -> None:
         # BEGIN runs before Peewee records the transaction: nothing is lost here yet.
-        self._reconnecting(lambda: super(Reconnect, self).begin(*args, **kwargs))
-
-    def _reconnecting(self, action: Callable[[], T]) -> T:
-        if self.is_closed():
-            # No connection yet: this statement opens the first one, and failing to open
-            # it is not a dropped connection (no warning, no second attempt).
-            return action()
+        self._replace_if_dead()
+        dropped = not self.is_closed()
         try:
-            return action()
+            super(Reconnect, self).begin(*args, **kwargs)
+            return
         except (peewee.OperationalError, peewee.InterfaceError) as exc:
-            from caravel_lite.dialect import dialect_of  # dialect imports this module
+            error = self._failed(exc)
+            if error is not exc or not self.is_closed() or not dropped:
+                raise error  # timed out, not a dropped connection, or none opened
+        super(Reconnect, self).begin(*args, **kwargs)
 
-            if self.in_transaction() or not dialect_of(self).is_disconnect(exc):
-                raise
-            logger.warning("database connection lost (%s); reconnecting",
-                           type(exc).__name__)
-            try:
-                self.close()
-            except peewee.PeeweeException:
-                pass  # the driver refused to close a dead connection; Peewee forgot it
-            self.connect()
-            reconnects.increment()
-        return action()
+    def cursor(self, named_cursor: Any = None) -> Any:
+        bound = current_bound(self)
+        if bound is not None and bound.fired:
+            # Past the bound nothing more is sent, nor a connection opened for it.
+            raise _timed_out(bound)
+        cursor = super(Reconnect, self).cursor(named_cursor)  # type: ignore[no-untyped-call]
+        if bound is not None:  # the connection this statement is about to be sent on
+            bound.watch(self._state.conn)  # type: ignore[attr-defined]
+        return cursor
+
+    def _replace_if_dead(self) -> None:
+        if self.is_closed():
+            return  # the next statement opens the first connection
+        if known_dead(self._state.conn, self._idle_messages()):  # type: ignore[attr-defined]
+            self._discard("connection lost (found closed before a statement was sent)")
+
+    def _failed(self, exc: Exception) -> Exception:
+        """What the caller gets for a statement that failed with ``exc``; a dropped
+        connection outside a transaction is closed first."""
+        from caravel_lite.dialect import dialect_of  # dialect imports this module
+
+        bound = current_bound(self)
+        timed_out = bound is not None and bound.fired
+        if not (timed_out or dialect_of(self).is_disconnect(exc)):
+            return exc
+        if self.is_closed() and not timed_out:
+            return exc  # no connection could be opened: nothing was dropped
+        if not self.in_transaction():
+            self._discard(f"connection lost ({type(exc).__name__})")
+        if timed_out:
+            assert bound is not None
+            error = _timed_out(bound)
+            error.__cause__ = exc
+            return error
+        return exc
+
+    def _discard(self, why: str) -> None:
+        logger.warning("database %s; the next statement opens a new connection", why)
+        discard_connection(self)
+        reconnects.increment()
+
+    def _idle_messages(self) -> bytes:
+        messages = self.__dict__.get("_idle_messages_of")
+        if messages is None:
+            from caravel_lite.dialect import dialect_of
+
+            messages = self._idle_messages_of = dialect_of(self).idle_messages
+        return cast(bytes, messages)
 
 
-reconnects = TransientCounter()  # dropped connections replaced, per process
+def _timed_out(bound: Any) -> StatementTimedOut:
+    return StatementTimedOut(
+        f"statement still blocked after the bound of {bound.seconds:g} s "
+        f"(caravel_lite.connections.bounded); its connection was shut down")
+
+
+reconnects = TransientCounter()  # dead connections closed or replaced, per process
 
 
 def reconnect_class(cls: type) -> type:

@@ -27,6 +27,12 @@ INSERT_COLUMNS = ("id", "queue", "tenant_id", "idempotency_key", "dedup_key", "w
 # which the claiming UPDATE re-checks.
 CANDIDATE_COLUMNS = "id, attempts, tenant_id, wire_name, payload, max_attempts"
 
+# What a claim needs of each row it leases, plus the claim order (priority, due time,
+# enqueue time, id) so that leases come back best first whatever order the database
+# returned them in.
+LEASE_COLUMNS = ("id, attempts, tenant_id, wire_name, payload, max_attempts, "
+                 "priority, available_at, enqueued_at")
+
 # A lease is owned while its row is LEASED with the same token and an expiry strictly
 # after now. Parameters: id, token, now_ms.
 _OWNED = f"id = {{p}} AND state = '{LEASED}' AND lease_token = {{p}} AND lease_expires_at > {{p}}"
@@ -48,6 +54,8 @@ class Statements:
     dead_letter: str
     release: str
     snooze: str
+    leased_by_token: str
+    settled: str
 
     @classmethod
     def build(cls, db: peewee.Database, candidate_limit: int) -> "Statements":
@@ -110,14 +118,17 @@ class Statements:
             snooze=(
                 f"UPDATE {t} SET state = '{PENDING}', attempts = attempts - 1, "
                 f"available_at = {p}, {cleared}, updated_at = {p} WHERE {owned}"),
+            # What a claim whose reply was lost took: the rows holding its token, in
+            # the shape UPDATE ... RETURNING gives. params: queue, token
+            leased_by_token=(
+                f"SELECT {LEASE_COLUMNS} FROM {t} WHERE queue = {p} "
+                f"AND state = '{LEASED}' AND lease_token = {p}"),
+            # What a lease operation whose reply was lost left: the row's state, token,
+            # expiry and last write. params: id
+            settled=(f"SELECT state, lease_token, lease_expires_at, updated_at FROM {t} "
+                     f"WHERE id = {p}"),
         )
 
-
-# What a claim needs of each row it leases, plus the claim order (priority, due time,
-# enqueue time, id) so that leases come back best first whatever order the database
-# returned them in.
-LEASE_COLUMNS = ("id, attempts, tenant_id, wire_name, payload, max_attempts, "
-                 "priority, available_at, enqueued_at")
 
 
 class BatchStatements:
@@ -162,6 +173,12 @@ class BatchStatements:
 
     def existing_by_dedup(self, n: int) -> str:
         return self._get("existing_by_dedup", n)
+
+    def existing_ids(self, n: int) -> str:
+        return self._get("existing_ids", n)
+
+    def completed_at(self, n: int) -> str:
+        return self._get("completed_at", n)
 
     # -- builders --------------------------------------------------------------------
 
@@ -265,3 +282,12 @@ class BatchStatements:
     def _existing_by_dedup(self, n: int) -> str:
         return (f"SELECT id, dedup_key, wire_name, payload FROM {JOBS_TABLE} "
                 f"WHERE dedup_key IN ({self._ids(n)})")
+
+    def _existing_ids(self, n: int) -> str:
+        return f"SELECT id FROM {JOBS_TABLE} WHERE id IN ({self._ids(n)})"
+
+    def _completed_at(self, n: int) -> str:
+        # Which of n jobs a completion written at now_ms left COMPLETED (a lost
+        # reply's read-back). Params: *ids, now_ms.
+        return (f"SELECT id FROM {JOBS_TABLE} WHERE id IN ({self._ids(n)}) "
+                f"AND state = '{COMPLETED}' AND lease_token IS NULL AND updated_at = {self._p}")

@@ -86,7 +86,11 @@ def new_database(backend, tmp_path) -> Callable[[], str]:
 
     def make() -> str:
         if backend == "sqlite":
-            return f"sqlite:///{tmp_path / f'db{next(counter)}.sqlite'}"
+            # An empty file is an empty SQLite database, as a server's new database is
+            # one: read-only commands refuse a file that is not there (#23 item 5).
+            path = tmp_path / f'db{next(counter)}.sqlite'
+            path.touch()
+            return f"sqlite:///{path}"
         return _server(backend).create()
     return make
 

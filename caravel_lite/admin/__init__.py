@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import peewee
 
 from caravel_lite import validation
-from caravel_lite.admin import retention
+from caravel_lite.admin import lookup, retention
 from caravel_lite.admin.filters import (Instant, JobFilter, check_cursor, matching_rows,
-                                        page_limit, queue_names, read_newest)
+                                        page_limit, queue_names, read_newest,
+                                        recheck)
 from caravel_lite.admin.stats import StatsReader
 from caravel_lite.admin.values import (FailureRecord, JobDetail, JobPage, JobSummary,
                                        MinuteCount, PruneProgress, QueueStats,
@@ -37,10 +38,12 @@ __all__ = ["QueueAdmin", "JobSummary", "JobPage", "JobDetail", "FailureRecord",
 
 SUMMARY_COLUMNS = ("id, queue, tenant_id, wire_name, state, priority, attempts, max_attempts, "
                    "available_at, enqueued_at, finished_at, lease_expires_at, last_failure, "
-                   "replay_count")
-DETAIL_COLUMNS = SUMMARY_COLUMNS + ", idempotency_key, claimed_at, updated_at, renewals"
+                   "replay_count, claimed_at")
+DETAIL_COLUMNS = SUMMARY_COLUMNS + ", idempotency_key, updated_at, renewals"
 DEFAULT_WINDOW = timedelta(hours=1)
 ACTION_BATCH = 500
+# Branches of one UNION ALL reading jobs' newest failure (SQLite allows 500).
+ERROR_TYPE_BATCH = 200
 DEAD = JobState.DEAD_LETTER.value
 PENDING = JobState.PENDING.value
 
@@ -56,7 +59,8 @@ def _summary_fields(row: Sequence[Any]) -> Dict[str, Any]:
         max_attempts=row[7], available_at=from_ms(int(row[8])),
         enqueued_at=from_ms(int(row[9])), finished_at=_maybe_ms(row[10]),
         lease_expires_at=_maybe_ms(row[11]),
-        last_failure=Failure(row[12]) if row[12] else None, replay_count=row[13])
+        last_failure=Failure(row[12]) if row[12] else None, replay_count=row[13],
+        claimed_at=_maybe_ms(row[14]))
 
 
 class QueueAdmin:
@@ -81,6 +85,15 @@ class QueueAdmin:
             f"UPDATE {JOBS_TABLE} SET state = '{PENDING}', attempts = 0, available_at = {p}, "
             f"last_failure = NULL, finished_at = NULL, replay_count = replay_count + 1, "
             f"updated_at = {p} WHERE state = '{DEAD}' AND id IN ({{ids}})")
+        # now_ms (available), now_ms (updated), then "id IN (...) AND <filter>".
+        self._replay_many = (
+            f"UPDATE {JOBS_TABLE} SET state = '{PENDING}', attempts = 0, available_at = {p}, "
+            f"last_failure = NULL, finished_at = NULL, replay_count = replay_count + 1, "
+            f"updated_at = {p} WHERE")
+        # now_ms (finished), now_ms (updated), then "id IN (...) AND <filter>".
+        self._discard_many = (
+            f"UPDATE {JOBS_TABLE} SET state = '{DEAD}', last_failure = "
+            f"'{Failure.DISCARDED.value}', finished_at = {p}, updated_at = {p} WHERE")
         self._discard = (
             f"UPDATE {JOBS_TABLE} SET state = '{DEAD}', last_failure = "
             f"'{Failure.DISCARDED.value}', finished_at = {p}, updated_at = {p} "
@@ -113,10 +126,30 @@ class QueueAdmin:
         size = page_limit(limit)
         columns = SUMMARY_COLUMNS + (", payload" if include_payload else "")
         rows = read_newest(self.db, columns, f, cursor, size + 1)
+        error_types = self._last_error_types([row for row in rows[:size] if row[12]])
         jobs = tuple(JobSummary(**_summary_fields(row),
-                                payload=row[14] if include_payload else None)
+                                payload=row[15] if include_payload else None,
+                                last_error_type=error_types.get(row[0]))
                      for row in rows[:size])
         return JobPage(jobs, str(jobs[-1].job_id) if len(rows) > size else None)
+
+    def _last_error_types(self, rows: Sequence[Sequence[Any]]) -> Dict[str, str]:
+        """id -> the exception type of each job's last failure, for the rows (summary
+        columns) that have one: the newest history record of each job, one primary-key
+        seek each, when its category is the job's last failure (a lease expiry records
+        nothing, so an older record would name another failure's exception)."""
+        last = {row[0]: row[12] for row in rows}
+        found: Dict[str, str] = {}
+        ids = list(last)
+        one = (f"SELECT * FROM (SELECT job_id, category, error_type FROM {FAILURES_TABLE} "
+               f"WHERE job_id = {self.db.param} ORDER BY seq DESC LIMIT 1) AS t{{n}}")
+        for start in range(0, len(ids), ERROR_TYPE_BATCH):
+            chunk = ids[start:start + ERROR_TYPE_BATCH]
+            sql = " UNION ALL ".join(one.format(n=n) for n in range(len(chunk)))
+            for job_id, category, error_type in self.db.execute_sql(sql, chunk):
+                if error_type and last[job_id] == category:
+                    found[job_id] = error_type
+        return found
 
     def job(self, job_id: Union[uuid.UUID, str], *,
             include_payload: bool = False) -> Optional[JobDetail]:
@@ -129,11 +162,21 @@ class QueueAdmin:
                                   (ident,)).fetchone()
         if row is None:
             return None
-        return JobDetail(**_summary_fields(row),
-                         payload=row[18] if include_payload else None,
-                         idempotency_key=row[14], claimed_at=_maybe_ms(row[15]),
-                         updated_at=_maybe_ms(row[16]), renewals=row[17],
-                         failures=self.failures(ident))
+        history = self.failures(ident)
+        fields = _summary_fields(row)
+        error_type = (history[-1].error_type
+                      if history and history[-1].category is fields["last_failure"] else None)
+        return JobDetail(**fields, payload=row[18] if include_payload else None,
+                         last_error_type=error_type,
+                         idempotency_key=row[15], updated_at=_maybe_ms(row[16]),
+                         renewals=row[17], failures=history)
+
+    def job_ids(self, prefix: str, limit: int = 2) -> Tuple[uuid.UUID, ...]:
+        """The ids of the jobs (any tenant) that begin with ``prefix``, as copied from a
+        listing (hex digits, hyphens ignored), in id order, at most ``limit`` (1..100):
+        one match is the job meant, two say the prefix is ambiguous. One range read of
+        the primary key (see :mod:`caravel_lite.admin.lookup`)."""
+        return lookup.ids_with_prefix(self.db, prefix, limit)
 
     def failures(self, job_id: Union[uuid.UUID, str]) -> Tuple[FailureRecord, ...]:
         """The job's recorded failed attempts, oldest first (at most the last 20)."""
@@ -169,6 +212,51 @@ class QueueAdmin:
 
     # -- acting ------------------------------------------------------------------------------
 
+    def _bulk_filter(self, verb: str, allowed: Tuple[JobState, ...], queue: Optional[str],
+                     state: Union[JobState, str, None], tenant_id: Optional[str],
+                     wire_name: Optional[str], failure: Union[Failure, str, None],
+                     since: Optional[Instant], until: Optional[Instant]) -> JobFilter:
+        """The validated filter of a bulk action, its state one of ``allowed`` (the
+        first when None)."""
+        f = JobFilter.build(self._now_us(), queue, state, tenant_id, wire_name, failure,
+                            since, until)
+        if f.state is None:
+            return f.with_state(allowed[0])
+        if f.state not in allowed:
+            names = " or ".join(s.value for s in allowed)
+            raise InvalidField("state", f"only {names} jobs can be {verb}")
+        return f
+
+    def _by_queue(self, rows: Sequence[Sequence[Any]]) -> Dict[str, List[str]]:
+        by_queue: Dict[str, List[str]] = {}
+        for job_id, queue_name in rows:
+            by_queue.setdefault(queue_name, []).append(job_id)
+        return by_queue
+
+    def _update_matching(self, f: JobFilter, template: str, values: Callable[[], List[Any]],
+                         counter: Callable[[str, int], None]) -> int:
+        """Run ``template`` (an UPDATE ending in ``WHERE``) over every job matching
+        ``f``, batch by batch, one statement per batch and queue that checks ``f``
+        again: how many rows it changed."""
+        condition, condition_params = recheck(self.db.param, f)
+        dialect = dialect_of(self.db)
+        total = 0
+        for rows in matching_rows(self.db, f, ACTION_BATCH):
+            head = values()
+            for queue_name, ids in self._by_queue(rows).items():  # exact counts per queue
+                sql = (f"{template} id IN ({', '.join([self.db.param] * len(ids))}) "
+                       f"AND {condition}")
+                params = [*head, *ids, *condition_params]
+                changed = retrying(dialect, self.db,
+                                   lambda: int(self.db.execute_sql(sql, params).rowcount))
+                total += changed
+                if changed:
+                    counter(queue_name, changed)
+        return total
+
+    def _count_matching(self, f: JobFilter) -> int:
+        return sum(len(rows) for rows in matching_rows(self.db, f, ACTION_BATCH))
+
     def replay_many(self, queue: Optional[str] = None,
                     state: Union[JobState, str, None] = JobState.DEAD_LETTER,
                     tenant_id: Optional[str] = None, wire_name: Optional[str] = None,
@@ -180,34 +268,66 @@ class QueueAdmin:
         now, failure cleared, replay_count + 1. Returns how many were replayed, or
         with ``dry_run`` how many would be, changing nothing. Works through the
         matches newest first in batches of 500, each one UPDATE that checks the state
-        again (a job replayed or deleted meanwhile is not counted). Replay can repeat
-        side effects."""
-        f = JobFilter.build(self._now_us(), queue, state, tenant_id, wire_name, failure,
-                            since, until)
-        if f.state is None:
-            f = f.with_state(JobState.DEAD_LETTER)
-        elif f.state is not JobState.DEAD_LETTER:
-            raise InvalidField("state", "only dead letters can be replayed")
-        dialect = dialect_of(self.db)
-        total = 0
-        for rows in matching_rows(self.db, f, ACTION_BATCH):
-            if dry_run:
-                total += len(rows)
-                continue
-            now_ms = floor_ms(self._now_us())
-            by_queue: Dict[str, List[str]] = {}
-            for job_id, queue_name in rows:
-                by_queue.setdefault(queue_name, []).append(job_id)
-            for queue_name, ids in by_queue.items():  # one UPDATE per queue: exact counts
-                sql = self._replay.format(ids=", ".join([self.db.param] * len(ids)))
-                params = [now_ms, now_ms, *ids]
-                changed = retrying(dialect, self.db,
-                                   lambda: self.db.execute_sql(sql, params).rowcount)
-                total += changed
-                if changed:
-                    self._telemetry.count("replayed", queue_name, changed)
-        if not dry_run and total:
+        and every filter again (a job replayed, deleted or failed otherwise meanwhile
+        is not touched and not counted). Replay can repeat side effects."""
+        f = self._bulk_filter("replayed", (JobState.DEAD_LETTER,), queue, state, tenant_id,
+                              wire_name, failure, since, until)
+        if dry_run:
+            return self._count_matching(f)
+        total = self._update_matching(
+            f, self._replay_many, lambda: [floor_ms(self._now_us())] * 2,
+            lambda queue_name, n: self._telemetry.count("replayed", queue_name, n))
+        if total:
             logger.info("replayed %d dead letter(s)", total)
+        return total
+
+    def discard_many(self, queue: Optional[str] = None,
+                     state: Union[JobState, str, None] = JobState.PENDING,
+                     tenant_id: Optional[str] = None, wire_name: Optional[str] = None,
+                     failure: Union[Failure, str, None] = None,
+                     since: Optional[Instant] = None, until: Optional[Instant] = None, *,
+                     dry_run: bool = False) -> int:
+        """Discard every PENDING job matching the filters (those of :meth:`jobs`;
+        ``state`` may only be PENDING), as :meth:`discard` does one. Returns how many
+        were discarded, or with ``dry_run`` how many match now. Batches of 500, each
+        one UPDATE that checks the state and every filter again: a job claimed
+        meanwhile (leased, running) or whose last failure changed is left alone and
+        not counted."""
+        f = self._bulk_filter("discarded", (JobState.PENDING,), queue, state, tenant_id,
+                              wire_name, failure, since, until)
+        if dry_run:
+            return self._count_matching(f)
+        total = self._update_matching(
+            f, self._discard_many, lambda: [floor_ms(self._now_us())] * 2,
+            lambda queue_name, n: self._telemetry.count(
+                "deadlettered", queue_name, n, failure=Failure.DISCARDED.value))
+        if total:
+            logger.info("discarded %d pending job(s)", total)
+        return total
+
+    def delete_many(self, queue: Optional[str] = None,
+                    state: Union[JobState, str, None] = JobState.DEAD_LETTER,
+                    tenant_id: Optional[str] = None, wire_name: Optional[str] = None,
+                    failure: Union[Failure, str, None] = None,
+                    since: Optional[Instant] = None, until: Optional[Instant] = None, *,
+                    dry_run: bool = False) -> int:
+        """Delete every finished job matching the filters (those of :meth:`jobs`;
+        ``state`` DEAD_LETTER, the default, or COMPLETED), with its failure history,
+        as :meth:`delete` does one. Returns how many were deleted, or with
+        ``dry_run`` how many match now. Batches of 500, each one DELETE that checks
+        the state and every filter again when it runs: a dead letter replayed
+        meanwhile is pending and is kept (and not counted). The batches are paced as
+        :meth:`prune`'s are. Deleted idempotency keys become free again."""
+        f = self._bulk_filter("deleted", (JobState.DEAD_LETTER, JobState.COMPLETED), queue,
+                              state, tenant_id, wire_name, failure, since, until)
+        if dry_run:
+            return self._count_matching(f)
+        condition, params = recheck(self.db.param, f)
+        total = self._pruner.delete_each(
+            ([row[0] for row in rows] for rows in matching_rows(self.db, f, ACTION_BATCH)),
+            condition, params)
+        if total:
+            logger.info("deleted %d job(s)", total)
         return total
 
     def replay(self, job_id: Union[uuid.UUID, str]) -> bool:
@@ -249,17 +369,29 @@ class QueueAdmin:
             logger.info("job %s discarded by an operator", ident)
         return changed
 
-    def delete(self, job_id: Union[uuid.UUID, str]) -> bool:
+    def delete(self, job_id: Union[uuid.UUID, str],
+               state: Union[JobState, str, None] = None) -> bool:
         """Delete one job of any tenant, with its failure history, unless it is leased
-        (running). Its idempotency key becomes free again: the same key then makes a
-        new job. False when leased or unknown."""
-        return self._pruner.delete(validation.check_uuid("job_id", job_id))
+        (running), and when ``state`` is given only if the job is still in that state
+        when the DELETE runs (the statement checks it: a dead letter an operator saw,
+        replayed by another one meanwhile, is kept). Its idempotency key becomes free
+        again: the same key then makes a new job. False when leased, in another state
+        than ``state``, or unknown."""
+        ident = validation.check_uuid("job_id", job_id)
+        f = JobFilter.build(self._now_us(), state=state)
+        if f.state is None:
+            return self._pruner.delete(ident)
+        if f.state is JobState.LEASED:
+            raise InvalidField("state", "a leased job is running and cannot be deleted")
+        condition, params = recheck(self.db.param, f)
+        return self._pruner.delete(ident, condition, params)
 
     def prune(self, older_than: Union[timedelta, datetime],
               states: Iterable[Union[JobState, str]] = retention.FINISHED,
               queue: Optional[str] = None, batch_size: Optional[int] = None,
               progress: Optional[retention.Progress] = None, *,
-              dry_run: bool = False) -> int:
+              dry_run: bool = False,
+              scheduler: Optional[retention.KeepsScheduleKeys] = None) -> int:
         """Delete jobs in ``states`` (COMPLETED and/or DEAD_LETTER) that finished before
         ``older_than`` (an aware datetime, or a timedelta before now), of ``queue``
         only when given, with their failure history, ``batch_size`` (1..10000; by
@@ -269,9 +401,15 @@ class QueueAdmin:
         Pending and leased jobs are never touched. ``progress`` is called with a
         :class:`PruneProgress` before the first batch and after each one. Returns how
         many were deleted, or with ``dry_run`` how many match now, deleting nothing.
-        Pruned idempotency keys lose their duplicate protection."""
+        Pruned idempotency keys lose their duplicate protection: with ``scheduler``
+        (the application's :class:`~caravel_lite.QueueScheduler`) an ``older_than``
+        shorter than ``scheduler.min_prune_age`` of the pruned queues raises
+        ``InvalidField("older_than")`` and deletes nothing, since a slot whose job went
+        would be enqueued again; without it no schedule is known and none is checked."""
         chosen = retention.check_states(states)
-        cutoff = retention.cutoff_ms(older_than, self._now_us())
+        now_us = self._now_us()
+        cutoff = retention.cutoff_ms(older_than, now_us)
+        retention.check_schedule_keys(older_than, now_us, scheduler, queue)
         if progress is not None and not callable(progress):
             raise InvalidField("progress", "must be a callable taking a PruneProgress")
         self._pruner.check_batch_size(batch_size)

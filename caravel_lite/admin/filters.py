@@ -164,6 +164,14 @@ def _where(p: str, f: JobFilter, after: Optional[str]) -> Tuple[str, List[Any]]:
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
+def recheck(p: str, f: JobFilter) -> Tuple[str, List[Any]]:
+    """``f`` as conditions on a row (without ``WHERE``) and their parameters, for the
+    statement of a bulk action to check again what the listing read: a job whose state
+    or last failure changed since it was listed no longer matches."""
+    where, params = _where(p, f, None)
+    return where[len(" WHERE "):] or "1 = 1", params
+
+
 def queue_names(db: peewee.Database) -> List[str]:
     """Names of the queues holding at least one job, sorted: one index seek per queue
     (a loose scan of an index led by ``queue``), never a scan of the jobs."""

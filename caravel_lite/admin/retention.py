@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterable, List, Optional, Protocol, Sequence, Tuple, Union
 
 import peewee
 
 from caravel_lite import validation
 from caravel_lite.admin.filters import instant_ms
 from caravel_lite.admin.values import PruneProgress
+from caravel_lite.clock import floor_ms, from_ms
 from caravel_lite.dialect import dialect_of
 from caravel_lite.retry import retrying
 from caravel_lite.errors import InvalidField
@@ -57,6 +58,33 @@ def cutoff_ms(older_than: Union[timedelta, datetime], now_us: int) -> int:
     value = instant_ms("older_than", older_than, now_us)
     assert value is not None
     return value
+
+
+class KeepsScheduleKeys(Protocol):
+    """What :meth:`QueueAdmin.prune` needs of the application's schedules (a
+    :class:`~caravel_lite.QueueScheduler`): how long their slots' keys must be kept."""
+
+    def min_prune_age(self, queue_names: Optional[Sequence[str]] = None) -> timedelta: ...
+
+
+def check_schedule_keys(older_than: Union[timedelta, datetime], now_us: int,
+                        scheduler: Optional[KeepsScheduleKeys], queue: Optional[str]) -> None:
+    """Refuse an ``older_than`` that would prune a slot's job while the slot is still
+    looked at (README, Recurring jobs: retention): the same rule as the worker's
+    ``--prune-after`` with ``--scheduler``. Nothing is checked without ``scheduler``."""
+    if scheduler is None:
+        return
+    if not callable(getattr(scheduler, "min_prune_age", None)):
+        raise InvalidField("scheduler", "must be a caravel_lite.QueueScheduler (or have "
+                           "min_prune_age)")
+    needed = scheduler.min_prune_age(None if queue is None else [queue])
+    age = (older_than if isinstance(older_than, timedelta)
+           else from_ms(floor_ms(now_us)) - older_than)
+    if age < needed:
+        where = f"queue {queue!r}" if queue is not None else "every queue"
+        raise InvalidField("older_than", f"{age} is shorter than {needed}, the longest "
+                           f"interval or catch-up window of the schedules on {where}: a "
+                           f"pruned slot would run again")
 
 
 class Pruner:
@@ -171,6 +199,31 @@ class Pruner:
             (n,) = self.db.execute_sql(sql, (state.value, cutoff, *extra)).fetchone()
             total += int(n)
         return total
+
+    def delete_matching(self, ids: List[str], condition: str,
+                        params: Sequence[object]) -> int:
+        """Delete those of the jobs ``ids`` that still match ``condition`` when the
+        statement runs (never a leased one), with their failure history, in one
+        transaction; how many went."""
+        p = self.db.param
+        return self._delete_batch(ids, f"state <> {p} AND {condition}",
+                                  (JobState.LEASED.value, *params))
+
+    def delete_each(self, batches: Iterable[List[str]], condition: str,
+                    params: Sequence[object]) -> int:
+        """:meth:`delete_matching` for each list of ids, pausing before each one after
+        the first as :attr:`pacing` says for the time the previous one took (as a
+        prune does, so that workers keep claiming during a large bulk delete); how
+        many jobs went."""
+        deleted = 0
+        pause = 0.0
+        for ids in batches:
+            if pause > 0 and not self.db.in_transaction():
+                self._sleep(pause)
+            began = self._timer()
+            deleted += self.delete_matching(ids, condition, params)
+            pause = self.pacing.pause(self._timer() - began)
+        return deleted
 
     def delete(self, job_id: str, condition: str = "", params: Sequence[object] = ()) -> bool:
         """Delete one job unless it is leased (and unless ``condition`` fails), with its

@@ -12,7 +12,11 @@ from caravel_lite.values import Failure, JobState, Priority
 
 @dataclass(frozen=True)
 class JobSummary:
-    """One job as the listing shows it. ``payload`` is None unless asked for."""
+    """One job as the listing shows it. ``payload`` is None unless asked for.
+    ``claimed_at``: when its last attempt began (for a leased job: since when it
+    runs). ``last_error_type``: the exception type of its last failure when the
+    failure history recorded one for it (None when the last failure raised nothing,
+    a lease expired, or it has none)."""
 
     job_id: uuid.UUID
     queue_name: str
@@ -29,6 +33,8 @@ class JobSummary:
     last_failure: Optional[Failure]
     replay_count: int
     payload: Optional[str] = field(default=None, repr=False)
+    claimed_at: Optional[datetime] = None
+    last_error_type: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,6 @@ class JobDetail(JobSummary):
     """A job's envelope and its failure history (oldest first, the last 20 kept)."""
 
     idempotency_key: Optional[str] = None
-    claimed_at: Optional[datetime] = None
     updated_at: Optional[datetime] = None
     renewals: int = 0
     failures: Tuple[FailureRecord, ...] = ()

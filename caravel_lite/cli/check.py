@@ -1,6 +1,6 @@
 """``caravel-lite check``: exit 0 when every migration is applied, else 1 naming the
 pending ones (on stderr, and as ``{"pending_migrations": true, "pending": [...]}`` on
-stdout). Never changes the database."""
+stdout). Never changes the database, nor creates a SQLite file that is not there."""
 from __future__ import annotations
 
 import argparse
@@ -20,7 +20,7 @@ def register(subparsers: common.Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        with common.connected(args) as db:
+        with common.connected(args, existing=True) as db:
             check_schema(db)
     except SchemaNotReady as exc:
         print(json.dumps({"pending_migrations": True, "pending": list(exc.pending)}))

@@ -27,9 +27,10 @@ from urllib.parse import unquote, urlsplit
 
 import peewee
 
-from caravel_lite.dialect import open_database
+from caravel_lite.dialect import MissingDriver, open_database
 from caravel_lite.errors import InvalidField, SchemaNotReady
 from caravel_lite.migrator import check_schema
+from caravel_lite.opening import database_file
 from caravel_lite.outage import MAX_OUTAGE, check_max_outage
 from caravel_lite.options import QueueOptions
 from caravel_lite.queue import DatabaseQueue
@@ -171,31 +172,45 @@ def database_url(args: argparse.Namespace, flag: str = "--database",
     return str(url)
 
 
-def open_url(url: str, flag: str = "--database") -> peewee.Database:
+def open_url(url: str, flag: str = "--database", existing: bool = False) -> peewee.Database:
     """Open (without connecting) the database named by ``url``; an URL that cannot work
-    as written is a :class:`UsageError` naming the flag."""
+    as written (a SQLite URL Peewee misreads, a server whose driver is not installed)
+    is a :class:`UsageError` naming the flag. ``existing``: a read-only command's
+    database, which must already exist: a SQLite file that does not is never created
+    and is a database fault, ``OperationalError: no such database file`` (exit 1)."""
     try:
-        return open_database(url)
+        db = open_database(url)
+    except MissingDriver as exc:
+        raise UsageError(f"{flag}: {one_line(exc)}") from None
     except RuntimeError as exc:  # playhouse.db_url: unrecognized or unsupported scheme
         raise UsageError(f"{flag}: {one_line(exc).rstrip('.')}; use sqlite:///PATH, "
                          "postgresql://USER@HOST/DB or mysql://USER@HOST/DB") from None
     except (ValueError, TypeError) as exc:  # no database name, a bad port ...
         raise UsageError(f"{flag}: {one_line(exc)}") from None
+    path = database_file(db) if existing else None
+    if path is not None and not os.path.isfile(path):
+        # What SQLite says of a file it cannot open, a database fault (exit 1), but
+        # before SQLite would have created it.
+        raise peewee.OperationalError(
+            f"no such database file: {path} (create it with caravel-lite migrate "
+            f"--database sqlite:///PATH)")
+    return db
 
 
 def open_argument(args: argparse.Namespace, flag: str = "--database",
-                  env: str = DATABASE_ENV) -> peewee.Database:
+                  env: str = DATABASE_ENV, existing: bool = False) -> peewee.Database:
     """``open_url(database_url(...))`` for a required database flag."""
     url = database_url(args, flag, env)
     assert url is not None
-    return open_url(url, flag)
+    return open_url(url, flag, existing)
 
 
 @contextlib.contextmanager
-def connected(args: argparse.Namespace) -> Iterator[peewee.Database]:
+def connected(args: argparse.Namespace, existing: bool = False) -> Iterator[peewee.Database]:
     """The command's ``--database``, connected for the block and closed after it
-    (quietly: a failure to close does not hide the block's outcome)."""
-    db = open_argument(args)
+    (quietly: a failure to close does not hide the block's outcome). ``existing``: as
+    :func:`open_url`'s, for a read-only command."""
+    db = open_argument(args, existing=existing)
     try:
         with db.connection_context():
             yield db
@@ -213,11 +228,13 @@ def close_quietly(*databases: Optional[peewee.Database]) -> None:
                 pass
 
 
-def rides_out(queue: DatabaseQueue, exc: BaseException) -> bool:
-    """Whether waiting could have fixed ``exc`` (a lost connection, not a refusal)."""
+def rides_out(queue: DatabaseQueue, exc: BaseException,
+              others: Sequence[peewee.Database] = ()) -> bool:
+    """Whether waiting could have fixed ``exc`` (a lost connection, not a refusal),
+    judged by whichever of the queue's database and ``others`` raised it."""
     from caravel_lite.outage import rides_out as waiting_helps
 
-    return waiting_helps(exc, queue.dialect)
+    return waiting_helps(exc, [queue.db, *others])
 
 
 DEFAULT_MAX_OUTAGE = 60.0
@@ -246,10 +263,11 @@ def max_outage_of(args: argparse.Namespace) -> Optional[float]:
 
 
 def outage_fault(queue: DatabaseQueue, exc: BaseException, max_outage: Optional[float],
-                 what: str) -> CommandFailed:
+                 what: str, others: Sequence[peewee.Database] = ()) -> CommandFailed:
     """The one line for a database error that ended the ``what`` (worker, relay ...):
-    an outage longer than ``--max-outage``, or a fault waiting could not fix."""
-    if max_outage is not None and rides_out(queue, exc):
+    an outage longer than ``--max-outage``, or a fault waiting could not fix (judged by
+    whichever of the queue's database and ``others`` raised it)."""
+    if max_outage is not None and rides_out(queue, exc, others):
         reason = "database unavailable for longer than --max-outage"
     else:
         reason = f"{what} faulted"
@@ -268,7 +286,7 @@ def wait_for_schema(queue: DatabaseQueue, stop: threading.Event,
     from caravel_lite.outage import OutagePolicy
 
     databases = [queue.db, *others]
-    policy = (OutagePolicy(max_outage, databases, queue.dialect, what=what)
+    policy = (OutagePolicy(max_outage, databases, what=what)
               if max_outage is not None else None)
     while not stop.is_set():
         try:

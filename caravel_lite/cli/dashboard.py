@@ -84,8 +84,10 @@ def run(args: argparse.Namespace) -> int:
         check_schema(db)
     from caravel_lite import QueueAdmin
     scheduler = _scheduler(args.scheduler) if args.scheduler else None
-    app = web.wsgi_app(QueueAdmin(db), read_only=args.read_only,
-                       show_payloads=args.show_payloads, auth=auth, scheduler=scheduler)
+    # Without authentication the loopback bind checked above is what keeps it local.
+    settings = web.DashboardSettings(read_only=args.read_only,
+                                     show_payloads=args.show_payloads, auth=auth)
+    app = web.Dashboard(QueueAdmin(db), settings, scheduler=scheduler, bind=bind)
     app.warm()  # the day chart's history, read once before the first page asks for it
     try:
         server = server_module.make_dashboard_server(app, bind)

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TextIO, Union
 
 from caravel_lite.admin import QueueAdmin
+from caravel_lite.admin.lookup import prefix_bounds
 from caravel_lite.cli import common
 from caravel_lite.errors import InvalidField
 from caravel_lite.migrator import check_schema
@@ -27,22 +28,31 @@ _UNITS = {"ms": timedelta(milliseconds=1), "s": timedelta(seconds=1),
           "w": timedelta(weeks=1)}
 
 
+# The longest duration a flag takes: enough for any retention or look-back, and far
+# enough from datetime's limits that "now" minus it is still a date (year 1 is not).
+MAX_DURATION = timedelta(days=36500)
+
+
 def duration(text: str) -> timedelta:
-    """``90s``, ``15m``, ``1h``, ``7d``, ``2w`` (argparse type)."""
+    """``90s``, ``15m``, ``1h``, ``7d``, ``2w``, at most 36500d (argparse type: argparse
+    names the flag in its refusal, exit 2)."""
     match = _DURATION.match(text.strip().lower())
     if match is None:
         raise argparse.ArgumentTypeError(
             f"expected a duration such as 30m, 1h or 7d, got {text!r}")
-    return _UNITS[match.group("unit")] * float(match.group("n"))
+    unit, number = _UNITS[match.group("unit")], float(match.group("n"))
+    # Compared before multiplying: timedelta * a huge float overflows.
+    if number > MAX_DURATION / unit:
+        raise argparse.ArgumentTypeError(
+            f"{text.strip()!r} is out of range: at most {MAX_DURATION.days}d")
+    return unit * number
 
 
 def instant(text: str) -> Union[timedelta, datetime]:
     """A duration before now (``1h``), or an ISO-8601 date-time with its offset
     (``2030-01-01T00:00:00Z``) (argparse type)."""
-    try:
-        return duration(text)
-    except argparse.ArgumentTypeError:
-        pass
+    if _DURATION.match(text.strip().lower()):
+        return duration(text)  # a duration, perhaps out of range: say so
     try:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
@@ -60,20 +70,41 @@ def job_id(text: str) -> str:
         raise argparse.ArgumentTypeError(f"not a job id: {text!r}") from None
 
 
-def choice_of(cls: type) -> Callable[[str], Any]:
-    """An argparse type accepting an enum's values (``dead_letter``) or names."""
+def job_id_prefix(text: str) -> str:
+    """A job id or its beginning (hex digits, hyphens allowed), as typed (argparse
+    type); which job it names is looked up by the command. A whole id is taken in every
+    form the other commands take (``{...}``, ``urn:uuid:...``)."""
+    try:
+        return str(uuid.UUID(text.strip()))
+    except ValueError:
+        pass  # not a whole id: perhaps its beginning
+    try:
+        prefix_bounds(text)
+    except InvalidField:
+        raise argparse.ArgumentTypeError(
+            f"not a job id or the beginning of one: {text!r}") from None
+    return text.strip().lower()
+
+
+def choice_of(cls: type, aliases: Optional[Dict[str, Any]] = None) -> Callable[[str], Any]:
+    """An argparse type accepting an enum's values (``dead_letter``) or names, and the
+    ``aliases`` given (words the tables print, such as ``dead``)."""
     def parse(text: str) -> Any:
         key = text.strip().lower()
+        if aliases and key in aliases:
+            return aliases[key]
         for member in cls:  # type: ignore[attr-defined]
             if key in (member.value, member.name.lower()):
                 return member
         names = ", ".join(m.value for m in cls)  # type: ignore[attr-defined]
-        raise argparse.ArgumentTypeError(f"expected one of {names}, got {text!r}")
+        also = f" (or {', '.join(aliases)})" if aliases else ""
+        raise argparse.ArgumentTypeError(f"expected one of {names}{also}, got {text!r}")
     parse.__name__ = cls.__name__
     return parse
 
 
-state_choice = choice_of(JobState)
+# The queues table heads its dead letters DEAD: what a table prints is accepted back.
+state_choice = choice_of(JobState, {"dead": JobState.DEAD_LETTER})
 failure_choice = choice_of(Failure)
 
 
@@ -87,7 +118,7 @@ def add_filters(parser: argparse.ArgumentParser, state: bool = True) -> None:
     parser.add_argument("--queue", help="only this queue")
     if state:
         parser.add_argument("--state", type=state_choice,
-                            help="pending, leased, completed or dead_letter")
+                            help="pending, leased, completed or dead_letter (dead)")
     parser.add_argument("--tenant", help="only this tenant id (exact)")
     parser.add_argument("--wire-name", help="only jobs of this wire name")
     parser.add_argument("--failure", type=failure_choice,
@@ -104,10 +135,10 @@ def filters_of(args: argparse.Namespace) -> Dict[str, Any]:
 
 class AdminSession:
     """A QueueAdmin over the command's database, checked to be fully migrated; the
-    connection is closed on exit."""
+    connection is closed on exit. A SQLite file that is not there is never created."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        self.db = common.open_argument(args)
+        self.db = common.open_argument(args, existing=True)
 
     def __enter__(self) -> QueueAdmin:
         check_schema(self.db)

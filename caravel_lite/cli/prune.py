@@ -5,15 +5,23 @@ and 1000 elsewhere) with a pause after each one (on SQLite as long as it took, p
 2 ms; a quarter of that elsewhere), so that workers keep running. Waiting and leased
 jobs are never deleted. Pruned idempotency keys lose their duplicate protection.
 Progress: a bar on a terminal, plain lines when stderr is not one. ``--dry-run``
-counts and changes nothing."""
+counts and changes nothing.
+
+``--scheduler MODULE:ATTR`` names the application's QueueScheduler (or a callable
+returning one): an ``--older-than`` shorter than the longest interval or catch-up window
+of its schedules on the pruned queues is refused (exit 2), since a slot whose job is
+pruned while a scheduler still looks at it is enqueued again. Without it no schedule is
+known and no age is refused."""
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import List, TextIO
+from typing import List, Optional, TextIO
 
 from caravel_lite.admin import PruneProgress
 from caravel_lite.cli import common, operating
+from caravel_lite.errors import InvalidField
+from caravel_lite.scheduler import QueueScheduler
 from caravel_lite.values import JobState
 
 BAR = 30
@@ -31,12 +39,15 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     cmd.add_argument("--older-than", type=operating.duration, required=True,
                      help="finished longer ago than this (7d, 12h ...)")
     cmd.add_argument("--states", type=_states, default=[JobState.COMPLETED, JobState.DEAD_LETTER],
-                     help="comma-separated: completed, dead_letter (default both)")
+                     help="comma-separated: completed, dead_letter (dead) (default both)")
     cmd.add_argument("--queue", help="only this queue")
     cmd.add_argument("--batch-size", type=int, default=None,
                      help="jobs per batch, 1..10000 "
                           "(default 100 on SQLite, 1000 elsewhere)")
     cmd.add_argument("--dry-run", action="store_true", help="count and change nothing")
+    cmd.add_argument("--scheduler", default=None, metavar="MODULE:ATTR",
+                     help="the application's QueueScheduler (or a callable returning one): "
+                          "refuse an --older-than that would let its slots run again")
     cmd.set_defaults(run=run)
 
 
@@ -70,13 +81,31 @@ class Reporter:
             self.stream.flush()
 
 
+def _schedules(args: argparse.Namespace) -> Optional[QueueScheduler]:
+    """The --scheduler's QueueScheduler, only asked how long its keys must be kept (its
+    own database is closed again: it is not used)."""
+    if args.scheduler is None:
+        return None
+    from caravel_lite.cli.scheduler import load_scheduler
+    scheduler = load_scheduler(args, args.scheduler)
+    common.close_quietly(scheduler.queue.db)
+    return scheduler
+
+
 def run(args: argparse.Namespace) -> int:
+    scheduler = _schedules(args)
     reporter = Reporter(sys.stderr)
     with operating.AdminSession(args) as admin:
         try:
             count = admin.prune(args.older_than, states=args.states, queue=args.queue,
                                 batch_size=args.batch_size, dry_run=args.dry_run,
-                                progress=None if args.dry_run else reporter)
+                                progress=None if args.dry_run else reporter,
+                                scheduler=scheduler)
+        except InvalidField as exc:
+            if exc.field != "older_than":
+                raise
+            reason = str(exc).split(": ", 1)[1]
+            raise common.UsageError(f"--older-than {reason}") from None
         finally:
             reporter.end()
     operating.print_count(args, count, "job(s)", "pruned")

@@ -1,6 +1,7 @@
-"""``caravel-lite queues``: one row per queue: jobs ready, delayed, leased (live),
-expired, dead letters, completed within --since (default 1h), and the age of the
-oldest ready job. Read-only; sees every tenant. ``--json``: one object per queue."""
+"""``caravel-lite queues``: one row per queue (``--queue``: that queue only): jobs
+ready, delayed, leased (live), expired, dead letters, completed within --since
+(default 1h), and the age of the oldest ready job. Read-only; sees every tenant.
+``--json``: one object per queue."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +14,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     cmd = subparsers.add_parser("queues", help="one row per queue: ready, delayed, leased ...",
                                 description=__doc__.replace("``", ""))
     operating.add_database_and_json(cmd)
+    cmd.add_argument("--queue", help="only this queue")
     cmd.add_argument("--since", type=operating.instant, default=timedelta(hours=1),
                      help="window of the completed count (default 1h)")
     cmd.set_defaults(run=run)
@@ -20,7 +22,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 def run(args: argparse.Namespace) -> int:
     with operating.AdminSession(args) as admin:
-        stats = admin.stats(since=args.since)
+        stats = admin.stats(queue=args.queue, since=args.since)
     if args.json:
         for q in stats.queues:
             operating.print_json(q)

@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
                     relay.run(stop, poll_interval=args.poll_interval,
                               batch_size=args.batch_size, max_outage=max_outage)
             except (peewee.PeeweeException, OSError) as exc:
-                raise common.outage_fault(queue, exc, max_outage, "relay") from exc
+                raise common.outage_fault(queue, exc, max_outage, "relay",
+                                          others=[app_db]) from exc
         return common.OK
     finally:
         common.close_quietly(app_db, queue.db)

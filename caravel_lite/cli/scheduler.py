@@ -10,8 +10,8 @@ passes, since an occurrence before the process started is a missed slot).
 
 A database outage is ridden out for up to --max-outage seconds (default 60). Exit
 codes: 0 after a clean stop; 1 when the schema is not migrated, the database stayed
-unavailable, or (with --once) a slot's job exists with another payload; 2 for bad
-arguments. Always one line on stderr.
+unavailable, or (with --once) a slot's job exists with another payload (the other due
+slots are enqueued first); 2 for bad arguments. Always one line on stderr.
 """
 from __future__ import annotations
 

@@ -1,11 +1,15 @@
 """``caravel-lite show JOB_ID``: one job of any tenant: its envelope and failure
 history (each failed attempt's time, attempt, category, exception type and site). The
-payload only with ``--show-payload``. Exit 1 if there is no such job. ``--json``: one
-object."""
+payload only with ``--show-payload``. ``--json``: one object.
+
+JOB_ID may be the whole id or its beginning, as long as one job's id begins with it
+(``show 0193a5e2-7c4f-7d1``; hyphens may be left out). Exit 1 if no job's id begins
+with it; exit 2 if several do (they are named: give more of the id)."""
 from __future__ import annotations
 
 import argparse
 
+from caravel_lite.admin import QueueAdmin
 from caravel_lite.cli import common, operating
 
 
@@ -13,15 +17,32 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     cmd = subparsers.add_parser("show", help="one job's envelope and failure history",
                                 description=__doc__.replace("``", ""))
     operating.add_database_and_json(cmd)
-    cmd.add_argument("job_id", type=operating.job_id, metavar="JOB_ID")
+    cmd.add_argument("job_id", type=operating.job_id_prefix, metavar="JOB_ID",
+                     help="the job's id, or enough of its beginning to name one job")
     cmd.add_argument("--show-payload", action="store_true", help="include the payload")
     cmd.set_defaults(run=run)
 
 
+SHOWN_MATCHES = 3
+
+
+def _one_job_id(admin: QueueAdmin, prefix: str) -> str:
+    """The id of the one job whose id begins with ``prefix``."""
+    matches = admin.job_ids(prefix, limit=SHOWN_MATCHES + 1)
+    if not matches:
+        raise common.CommandFailed(f"no job whose id begins with {prefix}")
+    if len(matches) > 1:
+        named = ", ".join(str(m) for m in matches[:SHOWN_MATCHES])
+        more = ", ..." if len(matches) > SHOWN_MATCHES else ""
+        raise common.UsageError(f"{prefix} begins the ids of several jobs ({named}{more}): "
+                                f"give more of the id")
+    return str(matches[0])
+
+
 def run(args: argparse.Namespace) -> int:
     with operating.AdminSession(args) as admin:
-        job = admin.job(args.job_id, include_payload=args.show_payload)
-    if job is None:
+        job = admin.job(_one_job_id(admin, args.job_id), include_payload=args.show_payload)
+    if job is None:  # deleted between the two reads
         raise common.CommandFailed(f"no job {args.job_id}")
     if args.json:
         data = operating.plain(job)
@@ -52,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         print("failure history: none recorded")
         return common.OK
     print(f"failure history ({len(job.failures)}, oldest first):")
-    operating.table(("#", "FAILED (UTC)", "REPLAY", "ATTEMPT", "CATEGORY", "TYPE", "SITE",
+    operating.table(("#", "FAILED (UTC)", "REPLAY", "ATTEMPT", "CATEGORY", "EXCEPTION", "SITE",
                      "DESCRIPTION"),
                     [(f.seq, operating.when(f.failed_at), f.replays, f.attempt,
                       f.category.value, f.error_type or "-", f.site or "-",

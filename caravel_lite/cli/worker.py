@@ -68,14 +68,21 @@ def register(subparsers: common.Subparsers) -> None:
     cmd.set_defaults(run=run)
 
 
+def _seconds(flag: str, value: float) -> timedelta:
+    try:
+        return timedelta(seconds=value)
+    except (OverflowError, ValueError):  # 1e300, nan: no timedelta holds them
+        raise common.UsageError(f"argument {flag}: {value} seconds is out of range") from None
+
+
 def _options(args: argparse.Namespace) -> Optional[QueueOptions]:
     values: Dict[str, Any] = {}
     if args.lease_seconds is not None:
-        values["lease_duration"] = timedelta(seconds=args.lease_seconds)
+        values["lease_duration"] = _seconds("--lease-seconds", args.lease_seconds)
         # Keep the default lifetime valid for leases longer than it.
         values["max_lease_lifetime"] = max(timedelta(hours=1), values["lease_duration"])
     if args.renew_seconds is not None:
-        values["lease_renewal_interval"] = timedelta(seconds=args.renew_seconds)
+        values["lease_renewal_interval"] = _seconds("--renew-seconds", args.renew_seconds)
     try:
         return QueueOptions(**values) if values else None
     except (InvalidField, ValueError, OverflowError) as exc:

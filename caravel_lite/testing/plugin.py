@@ -11,6 +11,11 @@ prefixed ``caravel_`` so that it cannot shadow the application's own.
 - ``caravel_queue_factory``: ``make(registry, options=None, *, inline=False,
   scope=None, db=None)`` builds a queue over ``caravel_db`` (or ``db``) and
   ``caravel_clock``; ``inline=True`` gives an :class:`~caravel_lite.testing.InlineQueue`.
+
+The factory's queues keep time by ``caravel_clock``, which stands at 2030-01-01 UTC
+until moved: a ``not_before`` computed from the real time is long past for them (the job
+runs at once under ``drain``). Compute due times from the queue's clock,
+``queue.clock() + timedelta(days=1)``, in the application as in the test.
 """
 from __future__ import annotations
 
@@ -65,7 +70,9 @@ def caravel_db(caravel_db_url: str) -> Iterator[peewee.Database]:
 
 @pytest.fixture
 def caravel_clock() -> ManualClock:
-    """A clock standing at 2030-01-01 UTC until the test (or drain) moves it."""
+    """A clock standing at 2030-01-01 UTC until the test (or drain) moves it: ahead of
+    the real time, so due times must come from it (``queue.clock()``), not from
+    ``datetime.now()``."""
     return ManualClock()
 
 

@@ -3,7 +3,8 @@
 ``wsgi_app(...)`` for Flask, Django or any WSGI server, ``asgi_app(...)`` for FastAPI,
 Starlette or any ASGI server, ``caravel-lite dashboard`` from the command line. The
 pages read and act only through :class:`caravel_lite.QueueAdmin`, which sees every
-tenant: keep the dashboard on loopback or behind authentication.
+tenant: a mounted dashboard needs authentication (``auth=``) unless the application
+passes ``insecure_no_auth=True``; the command line's serves it without only on loopback.
 """
 from __future__ import annotations
 
@@ -32,14 +33,19 @@ def wsgi_app(admin_or_db: Any, *, read_only: bool = False, show_payloads: bool =
              auth: Optional[Authenticator] = None, scheduler: Any = None,
              clock: Optional[Callable[[], datetime]] = None,
              csrf_secret: Optional[bytes] = None, refresh_seconds: int = 5,
-             page_size: int = 50) -> Dashboard:
+             page_size: int = 50, insecure_no_auth: bool = False) -> Dashboard:
     """The dashboard as a WSGI application, over a ``QueueAdmin`` (or a Peewee
-    database, for which one is made). Actions (replay, discard, delete) need ``auth``
-    and not ``read_only``; payloads are shown only with ``show_payloads``. Mount it
-    under any prefix: its links follow SCRIPT_NAME."""
+    database, for which one is made). ``auth`` is required (InvalidField naming it
+    otherwise): the dashboard shows every tenant's jobs, and no request can prove it
+    comes from this machine. ``insecure_no_auth=True`` instead serves it without
+    authentication, view only, to requests from a loopback address to a loopback
+    name, and logs a WARNING. Actions (replay, discard, delete) need ``auth`` and not
+    ``read_only``; payloads are shown only with ``show_payloads``. Mount it under any
+    prefix: its links follow SCRIPT_NAME."""
     settings = DashboardSettings(read_only=read_only, show_payloads=show_payloads,
                                  auth=auth, refresh_seconds=refresh_seconds,
-                                 page_size=page_size, csrf_secret=csrf_secret)
+                                 page_size=page_size, csrf_secret=csrf_secret,
+                                 insecure_no_auth=insecure_no_auth)
     return Dashboard(_admin(admin_or_db), settings, clock=clock, scheduler=scheduler)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING, Dict, Iterator, List
+from typing import TYPE_CHECKING, List, Optional
 from urllib.parse import parse_qsl, urlencode
 
 from caravel_lite.errors import InvalidField
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 BULK_STATE = {"replay": JobState.DEAD_LETTER, "delete": JobState.DEAD_LETTER,
               "discard": JobState.PENDING}
 VERBS = {"replay": "Replay", "discard": "Discard", "delete": "Delete"}
-BATCH = 500
 MAX_IDS = 1000
 _NEXT = re.compile(r"/(jobs(/[0-9a-f-]{36})?|dead-letters)?(\?[^#\s]*)?")
 
@@ -53,20 +52,24 @@ def _next(page: "Page") -> str:
     return path + ("?" + urlencode(kept) if kept else "")
 
 
-def _matching(page: "Page", kwargs: Dict[str, object]) -> Iterator[uuid.UUID]:
-    """Ids of every job matching the filter, page by page (keyset pagination, so
-    deleting as we go neither skips nor repeats a job)."""
-    after = None
-    while True:
-        result = page.admin.jobs(limit=BATCH, after=after, **kwargs)
-        for summary in result.jobs:
-            yield summary.job_id
-        after = result.next_cursor
-        if after is None:
-            return
+def _expected_state(page: "Page", action: str) -> Optional[JobState]:
+    """The state the jobs named by id were shown in, which a delete checks again in
+    its statement (replay and discard check theirs: dead letter, pending)."""
+    if action != "delete":
+        return None
+    text = page.request.form.get("state")
+    try:
+        state = JobState(text)
+    except ValueError:
+        raise InvalidField("state", "the state the job was shown in is required") from None
+    if state is JobState.LEASED:
+        raise InvalidField("state", "a leased job is running and cannot be deleted")
+    return state
 
 
-def _one(page: "Page", action: str, job_id: uuid.UUID) -> bool:
+def _one(page: "Page", action: str, job_id: uuid.UUID, state: Optional[JobState]) -> bool:
+    if action == "delete":
+        return bool(page.admin.delete(job_id, state=state))
     return bool(getattr(page.admin, action)(job_id))
 
 
@@ -81,22 +84,20 @@ def act(page: "Page", match: "re.Match[str]") -> Response:
     job_filter = JobFilter.from_params(form).with_state(BULK_STATE[action]) if by_filter else None
     kwargs = job_filter.admin_kwargs() if job_filter is not None else {}
 
+    # By filter: one set-based call of the admin, whose statements check the state
+    # and the filter again (a dead letter replayed meanwhile is not deleted).
+    bulk = getattr(page.admin, f"{action}_many")
+    expected = _expected_state(page, action) if job_filter is None else None
     if not confirmed:
-        if job_filter is None:
-            count = len(ids)
-        elif action == "replay":
-            count = page.admin.replay_many(dry_run=True, **kwargs)
-        else:
-            count = sum(1 for _ in _matching(page, kwargs))
+        count = len(ids) if job_filter is None else bulk(dry_run=True, **kwargs)
         return page.render("confirm.html", nav="", action=action, verb=VERBS[action],
-                           count=count, ids=ids, filter=job_filter, next=_next(page))
+                           count=count, ids=ids, filter=job_filter, next=_next(page),
+                           expected_state=expected.value if expected else None)
 
     if job_filter is None:
-        done = sum(_one(page, action, job_id) for job_id in ids)
-    elif action == "replay":
-        done = page.admin.replay_many(**kwargs)
+        done = sum(_one(page, action, job_id, expected) for job_id in ids)
     else:
-        done = sum(_one(page, action, job_id) for job_id in list(_matching(page, kwargs)))
+        done = bulk(**kwargs)
     target = _next(page)
     separator = "&" if "?" in target else "?"
     return Response.redirect(page.request.script_name + target + separator

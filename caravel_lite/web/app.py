@@ -17,7 +17,8 @@ from caravel_lite.clock import system_clock
 from caravel_lite.errors import InvalidField
 from caravel_lite.validation import check_int
 from caravel_lite.web import actions, pages
-from caravel_lite.web.auth import REALM, Authenticator
+from caravel_lite.web.auth import (PASSWORD_VARIABLE, REALM, TOKEN_VARIABLE,
+                                   USER_VARIABLE, Authenticator, Bind, check_bind)
 from caravel_lite.web.csrf import CsrfGuard
 from caravel_lite.web.history import DayHistory
 from caravel_lite.web.http import (HttpError, Request, Response, StartResponse,
@@ -27,6 +28,12 @@ from caravel_lite.web.render import make_environment, render
 log = logging.getLogger("caravel_lite.web")
 
 MAX_PAGE_SIZE = 500
+NEEDS_AUTH = (
+    "a mounted dashboard needs authentication (it shows every tenant's jobs, and a "
+    "request cannot prove it comes from this machine): pass auth=TokenAuth(...), "
+    f"PasswordAuth(...), auth_from_environ(os.environ) with {TOKEN_VARIABLE} (or "
+    f"{USER_VARIABLE} and {PASSWORD_VARIABLE}) set, or the application's own "
+    "Authenticator; insecure_no_auth=True serves it without, to loopback clients only")
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                 ".svg": "image/svg+xml", ".png": "image/png", ".ico": "image/x-icon"}
 
@@ -35,10 +42,15 @@ STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; char
 class DashboardSettings:
     """How a dashboard behaves.
 
-    ``read_only`` removes every action. Actions also need ``auth``: without it the
-    dashboard only shows (and the command line serves it on loopback only).
-    ``show_payloads`` shows job payloads on the job page; they are never read
-    otherwise. ``csrf_secret`` must be shared by all processes serving one dashboard.
+    ``auth`` decides who may see the pages. A dashboard needs it, because locality
+    cannot be proven from a request (a Host header is whatever the client sends),
+    unless ``insecure_no_auth`` says, loudly, that the application serves it on
+    loopback only (logged at WARNING when the dashboard is made); the command line's
+    own server needs neither on a loopback address (``Dashboard(bind=...)``). Without
+    ``auth`` the dashboard only shows, and answers only requests from a loopback
+    address to a loopback name. ``read_only`` removes every action. ``show_payloads``
+    shows job payloads on the job page; they are never read otherwise.
+    ``csrf_secret`` must be shared by all processes serving one dashboard.
     """
 
     read_only: bool = False
@@ -47,8 +59,13 @@ class DashboardSettings:
     refresh_seconds: int = 5
     page_size: int = 50
     csrf_secret: Optional[bytes] = None
+    insecure_no_auth: bool = False
 
     def __post_init__(self) -> None:
+        if self.insecure_no_auth is not False and self.insecure_no_auth is not True:
+            raise InvalidField("insecure_no_auth", "must be True or False")
+        if self.insecure_no_auth and self.auth is not None:
+            raise InvalidField("insecure_no_auth", "contradicts auth=: give one of them")
         check_int("refresh_seconds", self.refresh_seconds, 1, 3600)
         check_int("page_size", self.page_size, 1, MAX_PAGE_SIZE)
         if self.csrf_secret is not None and (not isinstance(self.csrf_secret, bytes)
@@ -98,7 +115,21 @@ class Dashboard:
 
     def __init__(self, admin: Any, settings: DashboardSettings = DashboardSettings(),
                  clock: Optional[Callable[[], datetime]] = None,
-                 scheduler: Any = None) -> None:
+                 scheduler: Any = None, *, bind: Optional[Bind] = None) -> None:
+        """``bind`` is for the command line's own server only: the address it listens
+        on, which without ``auth`` must be loopback (checked here again). An
+        application that mounts the dashboard passes ``auth`` (or
+        ``insecure_no_auth=True``) in ``settings``."""
+        if settings.auth is None:
+            if bind is not None:
+                check_bind(bind, None)
+            elif not settings.insecure_no_auth:
+                raise InvalidField("auth", NEEDS_AUTH)
+            else:
+                log.warning("caravel_lite dashboard without authentication "
+                            "(insecure_no_auth=True): it shows every tenant's jobs to any "
+                            "request from a loopback address to a loopback name; serve it "
+                            "on loopback only")
         self.admin = admin
         self.scheduler = scheduler
         self.settings = settings
@@ -140,13 +171,16 @@ class Dashboard:
                 challenge = getattr(self.settings.auth, "challenge", REALM)
                 raise HttpError(401, "authentication required",
                                 [("WWW-Authenticate", challenge)])
-        elif not _loopback_host(request):
-            # Without authentication only a browser on this machine may read the pages.
-            # Checking the Host header also defeats DNS rebinding, where another site's
-            # name is made to resolve to 127.0.0.1 so that its scripts can read them.
+        elif not (_loopback_peer(request) and _loopback_host(request)):
+            # Without authentication only a browser on this machine may read the pages:
+            # the peer's address must be loopback (a remote client can send any Host
+            # header), and so must the Host header, which defeats DNS rebinding, where
+            # another site's name is made to resolve to 127.0.0.1 so that its scripts
+            # can read them.
             raise HttpError(403, "without authentication the dashboard answers only "
-                                 "on loopback (127.0.0.1, ::1, localhost): configure "
-                                 "authentication to serve it under another name")
+                                 "on loopback (from 127.0.0.1 or ::1, to 127.0.0.1, ::1 or "
+                                 "localhost): configure authentication to serve it "
+                                 "beyond this machine")
         if request.path.startswith("/static/"):
             return self._static(request)
         handler, match = self._route(request)
@@ -194,6 +228,16 @@ class Dashboard:
             raise HttpError(404, "not found")
         return Response(asset.read_bytes(), 200, STATIC_TYPES[suffix],
                         [("Cache-Control", "max-age=3600")])
+
+
+def _loopback_peer(request: Request) -> bool:
+    """The client's address (REMOTE_ADDR) is a loopback address; anything else,
+    including no address or a name, is not."""
+    peer = str(request.environ.get("REMOTE_ADDR") or "").strip()
+    try:
+        return ipaddress.ip_address(peer.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def _loopback_host(request: Request) -> bool:

@@ -1,7 +1,7 @@
 """The job filters of the Jobs and Dead letters pages, read from a query string or a
 form, as the keyword arguments of ``QueueAdmin.jobs`` and ``replay_many``.
 
-The same filters as ``caravel-lite jobs``: queue, state, tenant, job type, failure and a
+The same filters as ``caravel-lite jobs``: queue, state, tenant, wire name, failure and a
 time range. Times are a duration before now (``90s``, ``15m``, ``1h``, ``2d``, ``1w``)
 or an ISO 8601 instant (UTC unless it says otherwise).
 """
@@ -18,9 +18,11 @@ from caravel_lite.web.http import Params
 
 _DURATION = re.compile(r"^(\d+)\s*(s|m|h|d|w)$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-# Query-string names; the form field for the tenant is "tenant" as on the command line.
+# Query-string names; the form field for the tenant is "tenant" as on the command line,
+# the job type's "wire_name" (--wire-name). Links made before it was named so say "type".
 _NAMES = {"queue_name": "queue", "state": "state", "tenant_id": "tenant",
-          "wire_name": "type", "failure": "failure", "since": "since", "until": "until"}
+          "wire_name": "wire_name", "failure": "failure", "since": "since", "until": "until"}
+_FORMER_NAMES = {"wire_name": "type"}
 
 
 def parse_instant(field: str, text: str) -> Union[timedelta, datetime]:
@@ -51,7 +53,11 @@ class JobFilter:
 
     @classmethod
     def from_params(cls, params: Params) -> "JobFilter":
-        return cls(**{attr: params.optional(name) for attr, name in _NAMES.items()})
+        values = {attr: params.optional(name) for attr, name in _NAMES.items()}
+        for attr, former in _FORMER_NAMES.items():
+            if values[attr] is None:
+                values[attr] = params.optional(former)
+        return cls(**values)
 
     def with_state(self, state: JobState) -> "JobFilter":
         return replace(self, state=state.value)

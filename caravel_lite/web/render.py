@@ -28,6 +28,21 @@ def when(instant: Optional[datetime]) -> str:
     return instant.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def iso(instant: datetime) -> str:
+    """An instant as ISO 8601 in UTC, for ``<time datetime=...>``."""
+    return instant.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def day(instant: datetime) -> str:
+    """The UTC date of an instant: ``2026-01-31``."""
+    return instant.astimezone(timezone.utc).strftime("%Y-%m-%d")
+
+
+def clock_time(instant: datetime) -> str:
+    """The UTC time of day of an instant, to the second: ``12:00:05``."""
+    return instant.astimezone(timezone.utc).strftime("%H:%M:%S")
+
+
 def duration(value: Seconds) -> str:
     """A short human duration: ``850 ms``, ``12.5 s``, ``4 min 10 s``, ``3 h 5 min``,
     ``2 d 4 h``."""
@@ -83,6 +98,23 @@ def make_environment(now: Callable[[], datetime]) -> jinja2.Environment:
         return f"{text} ago" if delta >= 0 else f"in {text}"
 
     env.filters["ago"] = ago
+
+    def age(instant: Optional[datetime]) -> str:
+        """How long since ``instant``: ``for 3 min``."""
+        if instant is None:
+            return "—"
+        return f"for {coarse(max((now() - instant).total_seconds(), 0))}"
+
+    env.filters["age"] = age
+    env.filters["iso"] = iso
+    env.filters["day"] = day
+    env.filters["clock"] = clock_time
+
+    def today(instant: datetime) -> bool:
+        """``instant`` falls on the current UTC day: lists show only its time."""
+        return day(instant) == day(now())
+
+    env.tests["today"] = today
     return env
 
 

@@ -5,17 +5,16 @@ recording sleep, never timed)."""
 from __future__ import annotations
 
 import dataclasses
-import threading
 import uuid
 from datetime import timedelta
 
 import pytest
 
-from caravel_lite import (Dispatch, Failure, InvalidField, JobState, QueueAdmin,
-                          QueueWorker)
+from caravel_lite import Dispatch, Failure, InvalidField, JobState, QueueAdmin
 from caravel_lite.admin import PruneProgress, retention
 from caravel_lite.clock import now_micros
 from caravel_lite.dialect import MARIADB, MYSQL, POSTGRES, SQLITE, PrunePacing
+from tests.admin import races
 from tests.admin.seed import Mail, make_queue, seed
 from tests.contract.jobs import row_count
 from tests.support import wait_for
@@ -186,35 +185,15 @@ def test_prune_while_a_worker_claims_never_deletes_pending_or_leased_jobs(db, co
     clock.advance(timedelta(days=2))
     fresh = [history.enqueue(Mail(1000 + n), Dispatch(queue="busy", tenant_id="t")).job_id
              for n in range(40)]
-    ran = []
-    worker_db = connect()
-    worker_queue = make_queue(worker_db, clock, max_attempts=3)
-    worker = QueueWorker(worker_queue)
-    stop = threading.Event()
-    errors = []
-
-    def work():
-        try:
-            while not stop.is_set():
-                if worker.run_once("busy"):
-                    ran.append(1)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-        finally:
-            worker.close()
-            worker_db.close()
-
-    thread = threading.Thread(target=work)
-    thread.start()
+    worker = races.WorkerThread(connect(), clock, "busy", max_attempts=3)
     admin = QueueAdmin(db, clock=clock)
     try:
         pruned = admin.prune(timedelta(days=1), batch_size=7)
-        wait_for(lambda: len(ran) >= len(fresh) or errors, timeout=60,
+        wait_for(lambda: len(worker.ran) >= len(fresh) or worker.errors, timeout=60,
                  message="the worker to drain the fresh jobs")
     finally:
-        stop.set()
-        thread.join(timeout=60)
-    assert not errors, errors
+        worker.stop()
+    assert not worker.errors, worker.errors
     assert pruned == 60 + 4 + 4  # the old history and the seed's finished jobs
     for job_id in fresh:
         assert admin.job(job_id).state is JobState.COMPLETED

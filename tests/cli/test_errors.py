@@ -200,3 +200,32 @@ def test_every_long_running_command_refuses_the_same_max_outage_values(value):
         assert done.returncode == 2, (command[0], done.stderr)
         line = procs.one_line(done.stderr)
         assert line.startswith(f"caravel-lite {command[0]}: --max-outage must be "), line
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["prune", "--older-than", "99999999999999d"], "--older-than"),
+    (["jobs", "--since", "99999999999999d"], "--since"),
+    (["jobs", "--until", "99999999999999w"], "--until"),
+    (["queues", "--since", "5300w"], "--since"),
+    (["worker", REGISTRY, "--queue", "q", "--prune-after", "99999999999999d"], "--prune-after"),
+])
+def test_a_duration_out_of_range_exits_2_naming_the_flag(argv, flag, tmp_path):
+    url = f"sqlite:///{tmp_path / 'never-opened.db'}"
+    done = procs.run(*argv, "--database", url)
+    assert done.returncode == 2, done.stderr
+    line = procs.one_line(done.stderr)
+    assert f"argument {flag}: " in line and "out of range: at most 36500d" in line, line
+    assert "OverflowError" not in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("flag, value", [("--lease-seconds", "1e300"),
+                                         ("--renew-seconds", "1e300"),
+                                         ("--lease-seconds", "nan")])
+def test_worker_seconds_out_of_range_exit_2_naming_the_flag(flag, value, tmp_path):
+    url = f"sqlite:///{tmp_path / 'never-opened.db'}"
+    done = procs.run("worker", REGISTRY, "--queue", "q", flag, value, "--database", url)
+    assert done.returncode == 2, done.stderr
+    line = procs.one_line(done.stderr)
+    assert f"argument {flag}: " in line and "out of range" in line, line
+    assert list(tmp_path.iterdir()) == []

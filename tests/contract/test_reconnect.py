@@ -61,8 +61,8 @@ def test_a_connection_killed_inside_a_transaction_reaches_the_caller(db, db_url,
 
 def test_the_librarys_own_short_transaction_is_repeated_after_a_drop(db, db_url, backend):
     """enqueue_many outside the caller's transaction runs its own; a connection killed
-    inside it rolls it back, and the call repeats it (within its retry budget) on a new
-    connection, as it repeats one after a lock conflict."""
+    inside it rolls it back, and the call's recovery (#22) reads back the batch's own
+    ids on a new connection, finds none, and writes the batch again under them."""
     app_db = open_database(db_url)
     queue = make_queue(app_db)
     queue.enqueue(Ping(1), dispatch())

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from caravel_lite import DatabaseQueue, JobState, QueueScheduler
+from caravel_lite import DatabaseQueue, Dispatch, JobState, QueueScheduler
 from tests.cli import procs
 from tests.scheduler.jobs import QUEUE, TENANT, Tick, job_count, keys, registry
 from tests.support import wait_for
@@ -153,3 +153,34 @@ def test_a_pruning_worker_must_keep_its_schedules_keys(db, db_url):
     finally:
         code, out, err = procs.finish(process)
     assert code == 0, err
+
+
+def _finished_jobs(db, n: int) -> None:
+    queue = DatabaseQueue(db, registry)
+    for i in range(n):
+        queue.enqueue(Tick(i), Dispatch(queue=QUEUE, tenant_id=TENANT))
+    while (lease := queue.claim(QUEUE)) is not None:
+        assert queue.complete(lease)
+
+
+def test_prune_with_the_scheduler_refuses_an_age_that_would_run_slots_again(db, db_url):
+    _finished_jobs(db, 3)
+    env = {"CARAVEL_DATABASE_URL": db_url}
+    schedules = ("--scheduler", "tests.scheduler.jobs:scheduler_with_catch_up")
+    refused = procs.run("prune", "--older-than", "1m", *schedules, env=env)
+    assert refused.returncode == 2, refused.stderr
+    assert procs.one_line(refused.stderr) == (
+        "caravel-lite prune: --older-than 0:01:00 is shorter than 2:00:00, the longest "
+        "interval or catch-up window of the schedules on every queue: a pruned slot would "
+        "run again")
+    assert job_count(db) == 3  # nothing deleted
+    # A queue without schedules takes any age; the schedules' own takes 2h and more.
+    other = procs.run("prune", "--older-than", "1m", "--queue", "other", *schedules, env=env)
+    assert other.returncode == 0, other.stderr
+    enough = procs.run("prune", "--older-than", "2h", "--json", *schedules, env=env)
+    assert enough.returncode == 0, enough.stderr
+    assert json.loads(enough.stdout) == {"pruned": 0, "dry_run": False}
+    # Without --scheduler no schedule is known: the age is taken as given (README).
+    unchecked = procs.run("prune", "--older-than", "0s", "--json", env=env)
+    assert unchecked.returncode == 0, unchecked.stderr
+    assert json.loads(unchecked.stdout)["pruned"] == 3

@@ -101,6 +101,61 @@ def test_run_wakes_for_each_slot_without_polling(db, connect):
     assert clock.reads < 20 * len(slots)
 
 
+class RealRateClock:
+    """Runs at real speed from ``start``; ``jump_to`` moves it on at once (the time a
+    stalled pass takes, without waiting for it)."""
+
+    def __init__(self, start: datetime) -> None:
+        self.start = start
+        self.started = time.monotonic()
+        self.offset = timedelta(0)
+
+    def __call__(self) -> datetime:
+        return self.start + self.offset + timedelta(seconds=time.monotonic() - self.started)
+
+    def jump_to(self, instant: datetime) -> None:
+        self.offset += instant - self()
+
+
+class _StallAfterFirstEnqueue(logging.Handler):
+    """The first pass's enqueue takes (on ``clock``) until ``until``."""
+
+    def __init__(self, clock: RealRateClock, until: datetime) -> None:
+        super().__init__(logging.INFO)
+        self.clock, self.until, self.stalled = clock, until, False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "enqueued slot" in record.getMessage() and not self.stalled:
+            self.stalled = True
+            self.clock.jump_to(self.until)
+
+
+def test_run_enqueues_the_slot_that_began_during_a_stalled_pass(db, connect):
+    """A pass that ran past the start of the next slot: that slot, current when the pass
+    ends, is enqueued then, not skipped for the one after it (run() used to sleep until
+    the slot after the current one, and a pass only enqueues the newest)."""
+    t0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+    clock = RealRateClock(t0 + timedelta(seconds=30))
+    scheduler = QueueScheduler(make_queue(connect(), clock=clock))  # polls once a minute
+    scheduler.every("minutely", timedelta(minutes=1), Tick(1), queue=QUEUE, tenant_id=TENANT)
+    stall = _StallAfterFirstEnqueue(clock, t0 + timedelta(seconds=118))
+    log = logging.getLogger("caravel_lite")
+    level = log.level
+    log.setLevel(logging.INFO)
+    log.addHandler(stall)
+    running = Running(scheduler)
+    try:
+        wait_for(lambda: job_count(db) >= 3 or clock() > t0 + timedelta(seconds=122),
+                 timeout=30, message="the slot after the stalled pass")
+    finally:
+        running.finish()
+        log.removeHandler(stall)
+        log.setLevel(level)
+    first = int(t0.timestamp()) // 60
+    assert stall.stalled
+    assert [int(k.rsplit(":", 1)[1]) - first for k in keys(db)] == [0, 1, 2]
+
+
 @pytest.mark.slow
 def test_two_scheduler_processes_over_ten_slots_make_exactly_ten_jobs(db, db_url):
     ctx = multiprocessing.get_context("spawn")

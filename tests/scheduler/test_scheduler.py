@@ -116,7 +116,7 @@ def test_a_changed_payload_for_an_enqueued_slot_conflicts_and_keeps_the_original
     with pytest.raises(QueueIdempotencyConflict):
         new.run_once()
     stored = sorted(k.split(":")[1] for k in keys(db))
-    assert stored == ["early", "report"]  # the schedule before it kept its job; none after
+    assert stored == ["early", "late", "report"]  # the conflict held up no other schedule
     assert encode(Report("v1")) in payloads(db)
     assert encode(Report("v2")) not in payloads(db)
     with pytest.raises(QueueIdempotencyConflict):  # the slot is tried again, not forgotten
@@ -124,6 +124,48 @@ def test_a_changed_payload_for_an_enqueued_slot_conflicts_and_keeps_the_original
     clock.advance(MINUTE)  # the next slot takes the new payload
     assert new.run_once() == 3
     assert encode(Report("v2")) in payloads(db)
+
+
+def test_run_once_enqueues_the_catch_up_slots_besides_a_conflict_then_raises(db):
+    """`scheduler --once` from an external cron: a changed payload in one slot held up
+    that schedule's later slots and every schedule after it, at each run."""
+    clock = ManualClock(T0)
+    old = scheduler_at(db, clock)
+    every_minute(old, "report", Report("v1"))
+    assert old.run_once() == 1  # T0's slot, with the old payload
+    clock.advance(timedelta(minutes=3))
+    new = scheduler_at(db, clock)
+    every_minute(new, "report", Report("v2"), catch_up=timedelta(minutes=5))
+    every_minute(new, "billing", Tick(3))
+    with pytest.raises(QueueIdempotencyConflict):
+        new.run_once()
+    first = (T0 - datetime(1970, 1, 1, tzinfo=UTC)) // MINUTE
+    assert sorted(slot_of(k) - first for k in keys(db) if ":report:" in k) == [-2, -1, 0, 1, 2, 3]
+    assert [slot_of(k) - first for k in keys(db) if ":billing:" in k] == [3]
+    assert payloads(db).count(encode(Report("v1"))) == 1  # the original kept
+
+
+def _run_until(scheduler: QueueScheduler, done, message: str) -> None:
+    """``scheduler.run()`` on a thread until ``done()`` holds (or 10 s pass)."""
+    stop = threading.Event()
+    errors: List[BaseException] = []
+
+    def main() -> None:
+        try:
+            scheduler.run(stop=stop)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            scheduler.queue.db.close()
+
+    thread = threading.Thread(target=main)
+    thread.start()
+    try:
+        wait_for(done, message=message)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert not errors and not thread.is_alive()
 
 
 def test_run_logs_a_conflict_and_goes_on_with_the_other_schedules(db, connect, caplog):
@@ -135,27 +177,67 @@ def test_run_logs_a_conflict_and_goes_on_with_the_other_schedules(db, connect, c
     every_minute(new, "report", Report("v2"))
     every_minute(new, "late", Tick(2))
     caplog.set_level(logging.ERROR, logger="caravel_lite")
-    stop = threading.Event()
-    errors: List[BaseException] = []
-
-    def main() -> None:
-        try:
-            new.run(stop=stop)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-        finally:
-            new.queue.db.close()
-
-    thread = threading.Thread(target=main)
-    thread.start()
-    try:
-        wait_for(lambda: any(":late:" in k for k in keys(db)), message="the later schedule's job")
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-    assert not errors and not thread.is_alive()
+    _run_until(new, lambda: any(":late:" in k for k in keys(db)), "the later schedule's job")
     assert any("QueueIdempotencyConflict" in r.getMessage() for r in caplog.records)
     assert all("v2" not in r.getMessage() for r in caplog.records)  # never the payload
+
+
+def test_run_skips_only_the_conflicting_slot_and_enqueues_the_later_catch_up_slots(
+        db, connect, caplog):
+    clock = ManualClock(T0)
+    old = scheduler_at(db, clock)
+    every_minute(old, "report", Report("v1"))
+    assert old.run_once() == 1  # the slot of T0, with the old payload
+    clock.advance(timedelta(minutes=3))
+    new = scheduler_at(connect(), clock, poll_interval=timedelta(milliseconds=100))
+    every_minute(new, "report", Report("v2"), catch_up=timedelta(minutes=5))
+    caplog.set_level(logging.ERROR, logger="caravel_lite")
+    t0_slot = (T0 - datetime(1970, 1, 1, tzinfo=UTC)) // MINUTE
+    wanted = list(range(t0_slot - 2, t0_slot + 4))  # T0 - 2 min .. T0 + 3 min
+
+    def enqueued() -> List[int]:
+        return sorted(slot_of(k) for k in keys(db))
+    _run_until(new, lambda: enqueued() == wanted, "the catch-up slots besides the conflict")
+    conflicts = [r.getMessage() for r in caplog.records if "QueueIdempotencyConflict"
+                 in r.getMessage()]
+    assert len(conflicts) == 1 and f":{t0_slot}" in conflicts[0]  # logged once, by slot
+    assert payloads(db).count(encode(Report("v1"))) == 1  # the original kept
+    assert payloads(db).count(encode(Report("v2"))) == 5
+
+
+class _AdvanceOnConflict(logging.Handler):
+    """Moves ``clock`` on a minute when the scheduler logs a slot it could not enqueue:
+    time passing while a pass is under way."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(logging.ERROR)
+        self.clock = clock
+        self.moved = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "not enqueued" in record.getMessage() and not self.moved:
+            self.moved += 1
+            self.clock.advance(MINUTE)
+
+
+def test_run_marks_handled_at_the_instant_it_computed_the_due_slots_from(db, connect):
+    clock = ManualClock(T0 + timedelta(seconds=59))
+    old = scheduler_at(db, clock)
+    every_minute(old, "report", Report("v1"))
+    assert old.run_once() == 1
+    new = scheduler_at(connect(), clock, poll_interval=timedelta(milliseconds=100))
+    every_minute(new, "report", Report("v2"))
+    mover = _AdvanceOnConflict(clock)
+    log = logging.getLogger("caravel_lite")
+    log.addHandler(mover)
+    try:
+        # The conflict of T0's slot moves the clock into the next minute during the
+        # pass: that minute's slot is still due on the next pass.
+        _run_until(new, lambda: job_count(db) == 2, "the slot that began during the pass")
+    finally:
+        log.removeHandler(mover)
+    assert mover.moved == 1
+    assert encode(Report("v2")) in payloads(db)
 
 
 @pytest.mark.parametrize("instant,suffix", [
@@ -367,6 +449,30 @@ def _finish_all(queue) -> None:
         assert queue.complete(lease)
 
 
+def test_a_clock_that_steps_back_does_not_run_a_slot_pruned_at_min_prune_age(db):
+    """An NTP step of under a second, back across a slot's start, after a prune at the
+    age min_prune_age allows: the slot was handled, and is not enqueued again."""
+    from caravel_lite import QueueAdmin
+    clock = ManualClock(T0 + timedelta(milliseconds=100))
+    scheduler = scheduler_at(db, clock)
+    every_minute(scheduler)
+    assert scheduler.run_once() == 1  # T0's slot
+    _finish_all(scheduler.queue)
+    clock.advance(MINUTE + timedelta(milliseconds=200))
+    assert scheduler.run_once() == 1  # the next minute's
+    _finish_all(scheduler.queue)
+    admin = QueueAdmin(db, clock=clock)
+    assert admin.prune(scheduler.min_prune_age(), scheduler=scheduler) == 1  # T0's job
+    clock.set(T0 + timedelta(seconds=59, milliseconds=500))  # back into T0's minute
+    assert scheduler.run_once() == 0
+    clock.set(T0 + MINUTE + timedelta(seconds=1))  # and on again: nothing new either
+    assert scheduler.run_once() == 0
+    clock.advance(MINUTE)
+    assert scheduler.run_once() == 1  # the minute after is enqueued as usual
+    first = (T0 - datetime(1970, 1, 1, tzinfo=UTC)) // MINUTE
+    assert [slot_of(k) - first for k in keys(db)] == [1, 2]
+
+
 def test_the_retention_rule_pruning_within_the_catch_up_window_runs_slots_again(db):
     clock = ManualClock(T0)
     first = scheduler_at(db, clock)
@@ -415,3 +521,37 @@ def test_min_prune_age_is_the_longest_interval_or_catch_up_window(db):
     assert scheduler.min_prune_age([QUEUE, "other"]) == timedelta(hours=2)
     assert scheduler.min_prune_age([QUEUE]) == MINUTE
     assert scheduler.min_prune_age(["nowhere"]) == timedelta(0)
+
+
+def test_admin_prune_with_the_scheduler_refuses_ages_that_let_a_cron_slot_run_again(db):
+    """The report: a completed cron slot pruned after a minute was enqueued again."""
+    from caravel_lite import QueueAdmin
+    clock = ManualClock(datetime(2024, 5, 1, 12, 0, 30, tzinfo=UTC))
+
+    def hourly() -> QueueScheduler:
+        scheduler = scheduler_at(db, clock)
+        scheduler.cron("hourly", "0 * * * *", Tick(1), queue=QUEUE, tenant_id=TENANT,
+                       catch_up=timedelta(minutes=5))  # as the README advises for restarts
+        return scheduler
+    first = hourly()
+    assert first.run_once() == 1
+    _finish_all(first.queue)
+    clock.advance(timedelta(minutes=2))
+    admin = QueueAdmin(db, clock=clock)
+    for older_than in (MINUTE, clock() - MINUTE):  # a timedelta and an instant alike
+        with pytest.raises(InvalidField) as caught:
+            admin.prune(older_than, scheduler=first)
+        assert caught.value.field == "older_than"
+        assert "0:01:00 is shorter than 0:05:00" in str(caught.value)
+    with pytest.raises(InvalidField):
+        admin.prune(MINUTE, queue=QUEUE, scheduler=first, dry_run=True)
+    assert job_count(db) == 1  # nothing deleted
+    assert admin.prune(MINUTE, queue="other", scheduler=first) == 0  # no schedule there
+    assert admin.prune(timedelta(minutes=5), scheduler=first) == 0  # long enough
+    # What the rule prevents: without it the slot's job goes and a restart makes it anew.
+    assert admin.prune(MINUTE) == 1
+    assert hourly().run_once() == 1
+    assert keys(db) == ["schedule:hourly:cron:2024-05-01T12:00:00Z"]
+    with pytest.raises(InvalidField) as caught:
+        admin.prune(MINUTE, scheduler=object())
+    assert caught.value.field == "scheduler"

@@ -69,6 +69,18 @@ def _tree(**changes) -> Tree:
     return Tree(**values)
 
 
+@dataclasses.dataclass(frozen=True)
+class TypingBare:
+    items: List
+    table: Dict
+    row: Tuple
+
+
+def test_typings_bare_list_dict_and_tuple_hold_anything_as_the_builtins_do():
+    job = TypingBare([1, "a"], {"k": [None]}, (1, "two", 3.0))
+    assert decode(TypingBare, encode(job)) == job
+
+
 def test_nested_dataclasses_and_every_supported_type_round_trip():
     tree = _tree()
     decoded = decode(Tree, encode(tree))

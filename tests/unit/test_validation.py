@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from caravel_lite import Dispatch, InvalidField, Priority
+from caravel_lite.admin.lookup import prefix_bounds
 from caravel_lite.validation import (check_dispatch, check_identity, check_not_before,
                                      check_queue)
 
@@ -71,3 +72,21 @@ def test_a_reused_dispatch_is_checked_once_and_others_still_in_full():
         validation.check_dispatch(Dispatch(queue="reused", tenant_id=" "))
     assert refused.value.field == "tenant_id"
     assert validation._last_valid is valid  # an invalid one never replaces it
+
+
+@pytest.mark.parametrize("prefix, low, high", [
+    ("01a233a4", "01a233a4-0000-0000-0000-000000000000", "01a233a4-ffff-ffff-ffff-ffffffffffff"),
+    ("01A233A4-1B2", "01a233a4-1b20-0000-0000-000000000000",
+     "01a233a4-1b2f-ffff-ffff-ffffffffffff"),
+    ("01a233a41b2f7001a4d58c5fb751ac05", "01a233a4-1b2f-7001-a4d5-8c5fb751ac05",
+     "01a233a4-1b2f-7001-a4d5-8c5fb751ac05"),
+])
+def test_an_id_prefix_is_the_range_of_canonical_ids_it_begins(prefix, low, high):
+    assert prefix_bounds(prefix) == (low, high)
+
+
+@pytest.mark.parametrize("prefix", ["", "-", "g1", "0" * 33, None, 12])
+def test_what_is_not_the_beginning_of_an_id_is_refused(prefix):
+    with pytest.raises(InvalidField) as caught:
+        prefix_bounds(prefix)
+    assert caught.value.field == "prefix"

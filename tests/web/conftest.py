@@ -19,20 +19,23 @@ AUTH = {"Authorization": "Basic " + base64.b64encode(f"ops:{TOKEN}".encode()).de
 
 
 class Browser:
-    """A test client that sends the credentials and reads pages."""
+    """A test client that sends the credentials and reads pages, from ``peer`` (the
+    REMOTE_ADDR every server sets; werkzeug's client sets none)."""
 
-    def __init__(self, client: Client, headers: Optional[Dict[str, str]]) -> None:
+    def __init__(self, client: Client, headers: Optional[Dict[str, str]],
+                 peer: str = "127.0.0.1") -> None:
         self.client = client
         self.headers = dict(headers or {})
+        self.peer = peer
 
     def get(self, path: str, **kwargs) -> TestResponse:
         return self.client.get(path, headers={**self.headers, **kwargs.pop("headers", {})},
-                               **kwargs)
+                               environ_base={"REMOTE_ADDR": self.peer}, **kwargs)
 
     def post(self, path: str, data, **kwargs) -> TestResponse:
         return self.client.post(path, data=data,
                                 headers={**self.headers, **kwargs.pop("headers", {})},
-                                **kwargs)
+                                environ_base={"REMOTE_ADDR": self.peer}, **kwargs)
 
     def page(self, path: str) -> Element:
         response = self.get(path)
@@ -60,7 +63,8 @@ def admin(db, seeded):
 @pytest.fixture
 def browser(admin, seeded) -> Callable[..., Browser]:
     """``browser(**wsgi_app options)``: a client over a dashboard on the seeded
-    database, with token authentication unless ``auth=None`` is given."""
+    database, with token authentication unless ``auth=None`` is given (with
+    ``insecure_no_auth=True``: a dashboard needs one or the other)."""
     def make(headers: Optional[Dict[str, str]] = AUTH, **options) -> Browser:
         options.setdefault("auth", TokenAuth(TOKEN))
         app = wsgi_app(admin, clock=seeded.clock, **options)

@@ -110,3 +110,17 @@ def test_discard_all_matching_pending_jobs(browser, admin, seeded):
     assert all(state_of(admin, job_id) is JobState.DEAD_LETTER for job_id in evil)
     assert all(state_of(admin, job_id) is JobState.PENDING for job_id in others)
     assert state_of(admin, seeded.ids["delayed"][0]) is JobState.PENDING
+
+
+def test_delete_from_a_job_page_keeps_a_job_replayed_meanwhile(browser, admin, seeded):
+    """An operator opens a dead letter's page and presses Delete; another operator
+    replays it before the confirmation: the delete checks the state it was shown in
+    and keeps the job, now pending."""
+    client = browser()
+    job_id = seeded.ids["dead"][0]
+    form = client.page(f"/jobs/{job_id}").find("form", action="/actions/delete")
+    confirmation = client.submit(form)
+    assert admin.replay(job_id)
+    count, done = confirm(client, confirmation)
+    assert count == 1 and done.status_code == 303 and "count=0" in done.headers["Location"]
+    assert state_of(admin, job_id) is JobState.PENDING

@@ -1,8 +1,10 @@
 """The dashboard in a real browser: headless Chromium against ``caravel-lite
 dashboard`` serving a seeded SQLite database. Loads the overview (and sees it refresh
-itself), filters the jobs, opens a dead letter's failure history, replays it through
-the page and checks the database; saves screenshots (to $CARAVEL_SCREENSHOT_DIR when
-set, which is how docs/dashboard-*.png are made)."""
+itself); reads the job lists as a person sees them (whole ids, since when a leased job
+runs, finish times, a dead letter's exception type, "Wire name"; no word cut in two on
+any list or on the Schedules page); filters the jobs, opens a dead letter's failure
+history, replays it through the page and checks the database; saves screenshots (to
+$CARAVEL_SCREENSHOT_DIR when set, which is how docs/dashboard-*.png are made)."""
 from __future__ import annotations
 
 import os
@@ -14,14 +16,86 @@ from pathlib import Path
 
 import pytest
 
-from caravel_lite import DatabaseQueue, Dispatch, QueueAdmin, migrate, open_database
+from caravel_lite import (DatabaseQueue, Dispatch, QueueAdmin, QueueScheduler, migrate,
+                          open_database)
 from caravel_lite.values import JobState
 from tests.support import wait_for
 from tests.web.browser import require_browser, start_chromium
+from tests.web.schedules_app import add_schedules
 from tests.web.seed import Mail, registry, seed
 
 TOKEN = "browser-test-token-0123456"
 REPO = Path(__file__).resolve().parents[2]
+SHOTS = ("dashboard-overview.png", "dashboard-jobs.png", "dashboard-leased.png",
+         "dashboard-dead-letters.png", "dashboard-schedules.png", "dashboard-job.png",
+         "dashboard-confirm.png")
+
+# The words (a date, a time of day, or else a run of letters and digits) of the
+# matched elements that the browser laid out over more than one line: a word cut in
+# two. A long name may wrap at a space, a hyphen, a slash or the <wbr> after a dot,
+# never inside a word; "2026-12-" above "01" is a cut date.
+CUT_WORDS = """
+const cut = [];
+for (const cell of document.querySelectorAll(arguments[0])) {
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const words = /\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|[A-Za-z0-9_]+/g;
+    for (let m = words.exec(node.data); m; m = words.exec(node.data)) {
+      const range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const lines = new Set(Array.from(range.getClientRects())
+        .filter(r => r.width > 0).map(r => Math.round(r.bottom)));
+      if (lines.size > 1) cut.push(m[0]);
+    }
+  }
+}
+return cut;
+"""
+
+# The matched elements laid out over more than one line (an instant, an id, a state:
+# "2026-12-01" above "22:00:00" is not how a person reads a time). Headers may wrap
+# between their words.
+SPLIT = """
+const split = [];
+for (const element of document.querySelectorAll(arguments[0])) {
+  const range = document.createRange();
+  range.selectNodeContents(element);
+  const lines = new Set(Array.from(range.getClientRects())
+    .filter(r => r.width > 0).map(r => Math.round(r.bottom)));
+  if (lines.size > 1) split.push(element.textContent);
+}
+return split;
+"""
+WHOLE = "time, code.job-id, span.state, .running, th.nowrap"
+
+# What a person copies after selecting the element's text.
+SELECTED_TEXT = """
+const range = document.createRange();
+range.selectNodeContents(arguments[0]);
+const selection = window.getSelection();
+selection.removeAllRanges();
+selection.addRange(range);
+const text = selection.toString();
+selection.removeAllRanges();
+return [text, getComputedStyle(arguments[0]).userSelect];
+"""
+
+
+def fits(browser, selector: str) -> bool:
+    """The table is as wide as its box: every column in sight, nothing to scroll to."""
+    return browser.execute_script(
+        "const t = document.querySelector(arguments[0]);"
+        "return t.getBoundingClientRect().right <= t.parentElement.getBoundingClientRect().right + 1"
+        " && t.getBoundingClientRect().right <= window.innerWidth;", selector)
+
+
+def listed(instant: datetime) -> str:
+    """An instant as the lists show it: its time today, its date and time otherwise."""
+    utc = instant.astimezone(timezone.utc)
+    if utc.date() == datetime.now(timezone.utc).date():
+        return utc.strftime("%H:%M:%S")
+    return utc.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _state(url: str, job_id: uuid.UUID) -> JobState:
@@ -44,11 +118,14 @@ def dashboard(tmp_path):
         migrate(db)
         seeded = seed(db, start=datetime.now(timezone.utc) - timedelta(minutes=25),
                       history=240)
+        assert add_schedules(QueueScheduler(seeded.queue)).run_once() >= 1
     env = {**os.environ, "CARAVEL_DASHBOARD_TOKEN": TOKEN,
+           "CARAVEL_TEST_SCHEDULE_DATABASE": url,
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     process = subprocess.Popen(
         [sys.executable, "-m", "caravel_lite", "dashboard", "--database", url,
-         "--bind", "127.0.0.1:0"], env=env, cwd=str(tmp_path),
+         "--bind", "127.0.0.1:0", "--scheduler", "tests.web.schedules_app:scheduler"],
+        env=env, cwd=str(tmp_path),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = process.stdout.readline()  # "...: serving http://127.0.0.1:PORT/ (...)"
@@ -95,6 +172,70 @@ def test_the_dashboard_in_chromium(dashboard, tmp_path):
         wait_for(ready_count, timeout=20, interval=0.25, message="the live refresh")
         assert browser.execute_script("return window.caravelMarker;") == 42
 
+        # The jobs list as a person reads it.
+        browser.get(base + "/jobs")
+        headers = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "table.jobs th")]
+        assert headers[:10] == ["Job", "Queue", "Tenant", "Wire name", "State", "Attempts",
+                                "Last failure", "Enqueued (UTC)", "Started (UTC)",
+                                "Finished (UTC)"]
+        rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job-id]")
+        shown_ids = [row.find_element(By.CSS_SELECTOR, "a.job-link").text for row in rows]
+        assert shown_ids == [row.get_attribute("data-job-id") for row in rows]
+        assert len(set(shown_ids)) == len(shown_ids) == 50  # a full page, all told apart
+        assert len({text[:8] for text in shown_ids}) < 10  # what the old 8 characters showed
+        first_id = rows[0].find_element(By.CSS_SELECTOR, "code.job-id")
+        assert browser.execute_script(SELECTED_TEXT, first_id) == [shown_ids[0], "all"]
+        browser.save_screenshot(str(shots / "dashboard-jobs.png"))
+        assert browser.execute_script(CUT_WORDS, "table.jobs td, table.jobs th") == []
+        assert browser.execute_script(SPLIT, WHOLE) == []
+        assert fits(browser, "table.jobs")
+
+        def cells_of(job_id):
+            row = browser.find_element(By.CSS_SELECTOR, f'tr[data-job-id="{job_id}"]')
+            return dict(zip(headers, [td.text for td in row.find_elements(By.TAG_NAME, "td")]))
+        admin_db = open_database(url)
+        with admin_db.connection_context():
+            admin = QueueAdmin(admin_db)
+            leased = admin.job(seeded.ids["leased"][0])
+            completed = admin.job(seeded.ids["completed"][0])
+        browser.get(base + "/jobs?state=leased")
+        cells = cells_of(leased.job_id)
+        browser.save_screenshot(str(shots / "dashboard-leased.png"))
+        assert cells["State"].splitlines()[0] == "leased"
+        assert cells["State"].splitlines()[1].startswith("running for ")
+        assert cells["Started (UTC)"] == listed(leased.claimed_at)
+        browser.get(base + "/jobs?state=completed&queue=emails")
+        cells = cells_of(completed.job_id)
+        assert cells["Finished (UTC)"] == listed(completed.finished_at)
+
+        # Dead letters name their exception type.
+        browser.get(base + "/dead-letters")
+        rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-job-id]")
+        assert len(rows) == 2
+        for row in rows:
+            failure = row.find_elements(By.TAG_NAME, "td")[6].text
+            assert failure.splitlines() == ["handler_failed", "tests.web.seed.MailRejected"]
+        browser.save_screenshot(str(shots / "dashboard-dead-letters.png"))
+        assert browser.execute_script(CUT_WORDS, "table.jobs td, table.jobs th") == []
+        assert browser.execute_script(SPLIT, WHOLE) == []
+        assert fits(browser, "table.jobs")
+
+        # Schedules: every word whole, at the test's window and at a narrow one.
+        browser.get(base + "/schedules")
+        names = [row.get_attribute("data-schedule")
+                 for row in browser.find_elements(By.CSS_SELECTOR, "tr[data-schedule]")]
+        assert names == ["digest.hourly", "reports.nightly-summary-for-accounting"]
+        last_job = browser.find_element(By.CSS_SELECTOR, "table.schedules a.job-link")
+        assert len(last_job.text) == 36 and last_job.text in last_job.get_attribute("href")
+        browser.save_screenshot(str(shots / "dashboard-schedules.png"))
+        for width in (1280, 900):  # the test's window, and a narrow one (which scrolls)
+            browser.set_window_size(width, 900)
+            assert browser.execute_script(CUT_WORDS,
+                                          "table.schedules td, table.schedules th") == []
+            assert browser.execute_script(SPLIT, WHOLE) == [], width
+        browser.set_window_size(1280, 900)
+        assert fits(browser, "table.schedules")
+
         # Jobs: filter on the emails queue's dead letters through the form.
         browser.get(base + "/jobs")
         browser.find_element(By.NAME, "queue").send_keys("emails")
@@ -124,5 +265,5 @@ def test_the_dashboard_in_chromium(dashboard, tmp_path):
         assert browser.get_log("browser") == []  # no script error, no failed asset
     finally:
         browser.quit()
-    for name in ("dashboard-overview.png", "dashboard-job.png", "dashboard-confirm.png"):
+    for name in SHOTS:
         assert (shots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

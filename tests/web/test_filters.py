@@ -31,7 +31,7 @@ def test_parse_instant_names_the_field():
 
 
 def test_filter_from_query_to_admin_arguments():
-    params = Params.parse("queue=emails&state=dead_letter&tenant=%3Cb%3E&type=mail.v1"
+    params = Params.parse("queue=emails&state=dead_letter&tenant=%3Cb%3E&wire_name=mail.v1"
                           "&failure=handler_failed&since=1h&until=&after=x")
     job_filter = JobFilter.from_params(params)
     assert job_filter.admin_kwargs() == {
@@ -39,8 +39,17 @@ def test_filter_from_query_to_admin_arguments():
         "wire_name": "mail.v1", "failure": Failure.HANDLER_FAILED,
         "since": timedelta(hours=1)}
     assert job_filter.params() == {"queue": "emails", "state": "dead_letter",
-                                   "tenant": "<b>", "type": "mail.v1",
+                                   "tenant": "<b>", "wire_name": "mail.v1",
                                    "failure": "handler_failed", "since": "1h"}
+
+
+def test_the_wire_name_field_is_named_as_on_the_command_line():
+    """``wire_name`` (``--wire-name``); a link made when it was called ``type`` still
+    filters."""
+    for query in ("wire_name=mail.v1", "type=mail.v1", "wire_name=mail.v1&type=other.v1"):
+        job_filter = JobFilter.from_params(Params.parse(query))
+        assert job_filter.admin_kwargs() == {"wire_name": "mail.v1"}, query
+        assert job_filter.params() == {"wire_name": "mail.v1"}, query
 
 
 @pytest.mark.parametrize("query, field", [("state=done", "state"), ("failure=oops", "failure"),

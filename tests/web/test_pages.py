@@ -71,7 +71,7 @@ def test_jobs_filters_match_the_admin(browser, seeded, admin):
              ("state=dead_letter", {"state": "dead_letter"}),
              ("tenant=tenant-b", {"tenant_id": TENANT}),
              ("queue=reports&state=pending", {"queue": "reports", "state": "pending"}),
-             ("type=mail.send.v1&failure=handler_failed",
+             ("wire_name=mail.send.v1&failure=handler_failed",
               {"wire_name": "mail.send.v1", "failure": "handler_failed"})]
     for query, kwargs in cases:
         from caravel_lite.values import Failure, JobState
@@ -141,7 +141,8 @@ def test_job_page_shows_the_envelope_and_failure_history(browser, seeded):
                       [dd.text() for dd in envelope.find_all("dd")]))
     assert fields["Queue"] == "emails" and fields["Tenant"] == EVIL_TENANT
     assert fields["State"] == "dead_letter" and fields["Attempts"] == "3 of 3"
-    assert fields["Last failure"] == "handler_failed" and fields["Lease renewals"] == "0"
+    assert fields["Last failure"] == "handler_failed: tests.web.seed.MailRejected"
+    assert fields["Lease renewals"] == "0"
     assert fields["Enqueued"] == "2030-01-01 09:00:00 UTC"
     assert fields["Last claimed"] == "2030-01-01 09:16:00 UTC"  # the third attempt
     assert fields["Finished"] == "2030-01-01 09:16:00 UTC"

@@ -87,7 +87,7 @@ def test_read_only_removes_and_refuses_every_action(browser, admin, seeded):
 
 
 def test_without_authentication_the_dashboard_only_shows(browser, admin, seeded):
-    client = browser(auth=None, headers=None)
+    client = browser(auth=None, insecure_no_auth=True, headers=None)
     job_id = seeded.ids["dead"][0]
     page = client.get(f"/jobs/{job_id}")
     assert page.status_code == 200 and b"/actions/" not in page.data
@@ -120,7 +120,7 @@ def test_pages_forbid_inline_scripts_and_framing(browser):
 def test_without_authentication_only_loopback_host_names_are_answered(browser):
     """Another site's name resolved to 127.0.0.1 (DNS rebinding) must not read the
     pages of a dashboard that has no authentication."""
-    client = browser(auth=None, headers=None)
+    client = browser(auth=None, insecure_no_auth=True, headers=None)
     for host in ("127.0.0.1:8080", "localhost:8080", "[::1]:8080", "127.0.0.2"):
         assert client.get("/", headers={"Host": host}).status_code == 200, host
     for host in ("evil.example", "evil.example:8080", "127.0.0.1.evil.example", "10.0.0.5"):

@@ -1,0 +1,45 @@
+"""A lease operation's one fenced write, and how it recovers a lost reply: by reading
+back the row it wrote, never by trusting a repeat's row count (a repeat after a
+committed first run matches nothing and would answer "not owned")."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+import peewee
+
+from caravel_lite.retry import recovering
+
+__all__ = ["Wrote", "fenced_write", "left_as"]
+
+#: whether a job's row (state, lease_token, lease_expires_at, updated_at) holds what
+#: one call wrote
+Wrote = Callable[[Sequence[Any]], bool]
+
+
+def fenced_write(dialect: Any, db: peewee.Database, sql: str, params: Sequence[Any],
+                 settled_sql: str, job_id: Optional[str] = None,
+                 wrote: Optional[Wrote] = None) -> int:
+    """Run a conditional UPDATE of one job's row fenced by its lease, retrying lock
+    conflicts; returns rows matched (0 or 1).
+
+    When the reply is lost, the row is read back on a new connection (``settled_sql``,
+    one parameter: ``job_id``): ``wrote(row)`` says whether it holds what this call
+    wrote, and then the answer is 1; otherwise the statement is sent again, which the
+    fence makes harmless (it matches nothing unless the lease is still owned, and then
+    the first run did not commit). Without ``wrote`` the statement is just sent again."""
+    def run() -> int:
+        return int(db.execute_sql(sql, params).rowcount)
+
+    def recover() -> int:
+        if wrote is None:
+            return run()
+        row = db.execute_sql(settled_sql, (job_id,)).fetchone()
+        return 1 if row is not None and wrote(row) else run()
+
+    return recovering(dialect, db, run, recover, statement=True)
+
+
+def left_as(state: str, now_ms: int) -> Wrote:
+    """``wrote`` for an operation that ends a lease: the row in ``state``, its lease
+    cleared, last written at this call's ``now_ms``."""
+    return lambda row: row[0] == state and row[1] is None and int(row[3]) == now_ms

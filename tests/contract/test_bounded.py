@@ -1,0 +1,117 @@
+"""``bounded(db, seconds)`` (#22 defect 4, the connection layer's half): a statement
+blocked past the bound fails with StatementTimedOut, a dropped connection, within a
+moment of the bound, even through a proxy that black-holes the traffic (the local end
+acknowledges every byte, so no TCP timeout fires); the connection is closed and the
+next statement, once the network is back, runs on a new one. (SQLite has no network:
+a block there is bounded by busy_timeout and the retry budget, and only the argument
+checks and a block within its bound are run on it.)"""
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+
+import peewee
+import pytest
+
+from caravel_lite import InvalidField, open_database
+from caravel_lite.dialect import StatementTimedOut, bounded, dialect_of
+from tests.contract.jobs import QUEUE, Ping, dispatch, make_queue
+from tests.faults.lossy import LossyProxy, server_address
+
+PORTS = {"postgres": 5432, "mysql": 3306}
+
+
+@pytest.mark.backends("postgres", "mysql")
+def test_a_renewal_blocked_by_a_black_holed_network_fails_at_the_bound(db_url, backend, db):
+    proxy = LossyProxy(server_address(db_url, PORTS[backend]))
+    app_db = open_database(proxy.url(db_url))
+    try:
+        queue = make_queue(app_db, lease_duration=timedelta(seconds=30))
+        queue.enqueue(Ping(1), dispatch())
+        lease = queue.claim(QUEUE)
+        assert lease is not None
+        proxy.black_hole()
+        started = time.monotonic()
+        with pytest.raises(StatementTimedOut) as raised:
+            with bounded(app_db, 0.5):
+                queue.renew(lease)
+        elapsed = time.monotonic() - started
+        assert 0.5 <= elapsed < 2.0, elapsed
+        assert dialect_of(db).is_disconnect(raised.value)
+        assert isinstance(raised.value, peewee.OperationalError)
+        assert app_db.is_closed()  # the shut-down connection is not reused
+        proxy.restore()
+        with bounded(app_db, 5):  # a new connection; within its bound, nothing fires
+            renewed = queue.renew(lease)
+        assert renewed is not None
+        assert queue.complete(renewed)
+    finally:
+        proxy.restore()
+        if not app_db.is_closed():
+            app_db.close()
+        proxy.close()
+
+
+@pytest.mark.backends("postgres", "mysql")
+def test_a_statement_blocked_on_a_lock_fails_at_the_bound(db_url, backend, db):
+    """No network fault: the server itself keeps the statement waiting (a row lock held
+    by another connection)."""
+    app_db = open_database(db_url)
+    queue = make_queue(app_db)
+    job = queue.enqueue(Ping(1), dispatch()).job_id
+    lock = f"SELECT id FROM caravel_jobs WHERE id = {db.param} FOR UPDATE"
+    try:
+        with db.atomic():
+            db.execute_sql(lock, (str(job),))
+            started = time.monotonic()
+            with pytest.raises(StatementTimedOut):
+                with bounded(app_db, 0.5):
+                    app_db.execute_sql(lock, (str(job),))
+            assert time.monotonic() - started < 2.0
+        assert app_db.is_closed()
+        assert app_db.execute_sql("SELECT 1").fetchone()[0] == 1  # a fresh connection
+    finally:
+        if not app_db.is_closed():
+            app_db.close()
+
+
+def test_a_block_within_its_bound_changes_nothing(db):
+    queue = make_queue(db)
+    with bounded(db, 5):
+        queue.enqueue(Ping(1), dispatch())
+        assert queue.claim(QUEUE) is not None
+    time.sleep(0)  # the watchdog was cancelled: nothing fires later
+    assert not db.is_closed()
+    assert db.execute_sql("SELECT 1").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("seconds", [0, -1, float("nan"), float("inf"), True, "1"])
+def test_bounded_refuses_a_bound_that_is_not_a_positive_number(db, seconds):
+    with pytest.raises(InvalidField, match="seconds"):
+        with bounded(db, seconds):
+            pass
+
+
+@pytest.mark.backends("postgres")
+def test_postgresql_connections_have_a_tcp_user_timeout_and_keepalives(db_url):
+    """What a real partition (packets dropped, nothing acknowledged) meets without a
+    bound: the kernel gives up on unacknowledged data after tcp_user_timeout."""
+    import socket
+
+    app_db = open_database(db_url)
+    try:
+        conn = app_db.connection()
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+        try:
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 30000
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 30
+        finally:
+            sock.close()
+    finally:
+        app_db.close()
+    # The URL's own choice wins.
+    chosen = open_database(db_url + "?tcp_user_timeout=5000&connect_timeout=3")
+    assert int(chosen.connect_params["tcp_user_timeout"]) == 5000
+    assert int(chosen.connect_params["connect_timeout"]) == 3
