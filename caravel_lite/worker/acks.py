@@ -71,7 +71,7 @@ class Acknowledgements:
                 return
             try:
                 results = self.queue.complete_many(batch)
-            except Exception:
+            except BaseException:  # an interrupt too: what was not written is kept
                 self._completions[:0] = batch
                 self._due = min((lease.expires_at for lease in batch)) - self._margin
                 raise
@@ -145,7 +145,7 @@ class Acknowledgements:
         with self._lock:
             try:
                 done = write()
-            except Exception:
+            except BaseException:  # an interrupt too: what was not written is kept
                 self._unwritten.append((what, lease, write))
                 raise
         self._report(what, lease, done)

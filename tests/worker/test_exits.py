@@ -209,3 +209,37 @@ def test_run_once_writes_the_failure_before_raising_an_interrupt_again(db, raise
     found = status(queue, job_id)  # one outcome, written: a failed attempt, retried
     assert (found.state, found.attempts, found.last_failure) == (
         JobState.PENDING, 1, Failure.HANDLER_FAILED)
+
+
+def test_an_interrupt_while_completions_are_written_keeps_them_for_the_exit_path(
+        db, connect):
+    """A SIGINT that lands inside the statement writing a batch of completions (a loop
+    held up by a lock, say) does not drop the batch: the exit path writes it."""
+    registry = JobRegistry()
+    returned: List[int] = []
+
+    @registry.job("tests.step.v1", Step)
+    def handle(job: Step, ctx: JobContext) -> None:
+        returned.append(job.n)
+
+    queue = DatabaseQueue(db, registry, options(lease=30))
+    ids = [enqueue(queue, Step(n)) for n in range(5)]
+    worker_queue = DatabaseQueue(connect(), registry, options(lease=30))
+    write = worker_queue.complete_many
+    calls: List[int] = []
+
+    def interrupted_once(leases):  # the loop's thread is the main thread: SIGINT lands here
+        calls.append(len(leases))
+        if len(calls) == 1:
+            signal.raise_signal(signal.SIGINT)
+        return write(leases)
+
+    worker_queue.complete_many = interrupted_once  # type: ignore[method-assign]
+    worker = QueueWorker(worker_queue, prefetch=5)
+    with pytest.raises(KeyboardInterrupt):
+        worker.run(QUEUE)
+    assert sorted(returned) == list(range(5))
+    assert len(calls) >= 2, calls  # the exit path wrote them again
+    for job_id in ids:
+        found = status(queue, job_id)
+        assert (found.state, found.attempts) == (JobState.COMPLETED, 1)
