@@ -54,6 +54,41 @@ def test_a_renewal_blocked_by_a_black_holed_network_fails_at_the_bound(db_url, b
 
 
 @pytest.mark.backends("postgres", "mysql")
+@pytest.mark.parametrize("operation", ["renew", "complete"])
+def test_a_recovery_blocked_at_the_bound_ends_the_call_at_the_bound(db_url, backend, db,
+                                                                     operation):
+    """The operation's reply is lost, then its read-back on a new connection is
+    black-holed: the bound ends the call there, as it ends a first attempt, instead of
+    each repeat of the read-back failing at once until the call's retry budget (2 s)
+    ran out."""
+    proxy = LossyProxy(server_address(db_url, PORTS[backend]))
+    extra = {"prepare_threshold": None} if backend == "postgres" else {}
+    app_db = open_database(proxy.url(db_url), **extra)
+    try:
+        queue = make_queue(app_db, lease_duration=timedelta(seconds=30))
+        queue.enqueue(Ping(1), dispatch())
+        lease = queue.claim(QUEUE)
+        assert lease is not None
+        marker = {"renew": b"renewals = renewals + 1",
+                  "complete": b"SET state = 'completed'"}[operation]
+        proxy.lose_reply_to(marker)
+        proxy.black_hole_at(b"SELECT state, lease_token")  # the lost reply's read-back
+        started = time.monotonic()
+        with pytest.raises(StatementTimedOut):
+            with bounded(app_db, 0.8):
+                getattr(queue, operation)(lease)
+        elapsed = time.monotonic() - started
+        assert proxy.lost == [marker]
+        assert 0.8 <= elapsed < 1.4, elapsed
+        assert app_db.is_closed()
+    finally:
+        proxy.restore()
+        if not app_db.is_closed():
+            app_db.close()
+        proxy.close()
+
+
+@pytest.mark.backends("postgres", "mysql")
 def test_a_statement_blocked_on_a_lock_fails_at_the_bound(db_url, backend, db):
     """No network fault: the server itself keeps the statement waiting (a row lock held
     by another connection)."""

@@ -9,7 +9,9 @@ every byte, so no TCP timeout ever fires).
   the statement and its commit), then the client's connection is reset and the
   server's closed. The client sees a dropped connection; the server committed.
 - ``black_hole()`` / ``restore()``: stop forwarding in both directions without closing
-  anything; resume.
+  anything; resume. ``black_hole_at(marker)``: black-hole from the next request that
+  contains ``marker`` on (that request is held back too), so that a chosen statement,
+  not the connect before it, is what blocks.
 
 PostgreSQL connections should be opened with ``prepare_threshold=None``, so that every
 statement's SQL text travels with it (psycopg 3 otherwise sends a prepared statement's
@@ -30,6 +32,7 @@ class LossyProxy:
         self.settle = settle
         self._lock = threading.Lock()
         self._marker: Optional[bytes] = None
+        self._hole_marker: Optional[bytes] = None
         self._holed = threading.Event()
         self._open = threading.Event()
         self._open.set()
@@ -48,6 +51,10 @@ class LossyProxy:
     def lose_reply_to(self, marker: bytes) -> None:
         with self._lock:
             self._marker = marker
+
+    def black_hole_at(self, marker: bytes) -> None:
+        with self._lock:
+            self._hole_marker = marker
 
     @property
     def armed(self) -> bool:
@@ -102,6 +109,10 @@ class LossyProxy:
                 data = pair.client.recv(65536)
                 if not data:
                     break
+                with self._lock:
+                    if self._hole_marker is not None and self._hole_marker in data:
+                        self._hole_marker = None
+                        self.black_hole()
                 self._open.wait()
                 with self._lock:
                     marker = self._marker
