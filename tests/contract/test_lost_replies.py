@@ -82,6 +82,37 @@ def test_enqueue_many_whose_commit_reply_is_lost_keeps_its_answer(lossy, db):
         assert row(db, result.job_id)["state"] == "pending"
 
 
+def test_enqueue_many_whose_commit_reaches_the_server_after_the_read_back(lossy, db):
+    """The race the read-back cannot close: the batch's COMMIT was still on its way
+    when the connection dropped, so the read-back found none of its ids and the batch
+    ran again; its repeat met the rows of the late commit (their ids are its own). The
+    call answers what the committed batch did, as enqueue does, instead of raising
+    IntegrityError for a batch it wrote (or reporting its own new jobs as duplicates)."""
+    proxy, app_db = lossy
+    queue = make_queue(app_db)
+    queue.enqueue(Ping(0), dispatch("old"))
+    proxy.reset_then_forward(b"COMMIT", 0.5)
+    results = queue.enqueue_many([(Ping(1), dispatch()), (Ping(2), dispatch("new")),
+                                  (Ping(0), dispatch("old")), (Ping(2), dispatch("new"))])
+    assert proxy.lost == [b"COMMIT"]
+    assert [r.already_enqueued for r in results] == [False, False, True, True]
+    assert results[3].job_id == results[1].job_id
+    assert row_count(db) == 3
+    for result in results[:2]:
+        assert row(db, result.job_id)["state"] == "pending"
+
+
+@pytest.mark.parametrize("key", [None, "k-1"], ids=["keyless", "keyed"])
+def test_an_enqueue_whose_insert_reaches_the_server_after_the_read_back(lossy, db, key):
+    proxy, app_db = lossy
+    queue = make_queue(app_db)
+    proxy.reset_then_forward(b"INSERT INTO caravel_jobs", 0.5)
+    result = queue.enqueue(Ping(1), dispatch(key))
+    assert proxy.lost == [b"INSERT INTO caravel_jobs"]
+    assert result.already_enqueued is False
+    assert row_count(db) == 1
+
+
 # -- claims --------------------------------------------------------------------------------
 
 def _claim_marker(queue) -> bytes:
