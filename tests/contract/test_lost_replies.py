@@ -13,6 +13,7 @@ import peewee
 import pytest
 
 from caravel_lite import Failure, open_database
+from caravel_lite.testing import ManualClock
 from caravel_lite.dialect import ClaimMethod
 from tests.contract.jobs import QUEUE, Ping, dispatch, make_queue, row, row_count
 from tests.faults.lossy import LossyProxy, server_address
@@ -218,3 +219,55 @@ def test_renew_whose_reply_is_lost_returns_the_renewed_lease(lossy, db):
     stored = row(db, lease.job_id)
     assert stored["renewals"] == 1 and stored["lease_token"] == lease._token
     assert queue.complete(renewed) is True
+
+
+@pytest.mark.parametrize("operation", ["complete", "fail", "release", "snooze"])
+def test_a_stale_lease_whose_statement_never_ran_is_not_answered_by_another_write(
+        lossy, db, operation):
+    """The connection drops before the server ran the statement; in the same
+    millisecond another write left the row as this call would have (the sweep made it
+    pending again; the next holder completed it). The read-back must not take that row
+    for this call's write: the lease is stale and the answer False."""
+    proxy, app_db = lossy
+    clock = ManualClock()
+    queue = make_queue(app_db, clock, lease_duration=timedelta(seconds=30), max_attempts=3)
+    job = queue.enqueue(Ping(1), dispatch()).job_id
+    stale = queue.claim(QUEUE)
+    assert stale is not None
+    clock.advance(timedelta(seconds=31))
+    assert queue.reclaim_expired(QUEUE) == 1  # pending again, at this millisecond
+    if operation == "complete":
+        taker = queue.claim(QUEUE)
+        assert taker is not None and queue.complete(taker)
+    marker = {"complete": b"SET state = 'completed'", "fail": b"last_failure = ",
+              "release": b"attempts = attempts - 1",
+              "snooze": b"attempts = attempts - 1"}[operation]
+    proxy.reset_then_forward(marker, None)
+    if operation == "fail":
+        answer = queue.fail(stale, Failure.HANDLER_FAILED, error=ValueError("x"))
+    elif operation == "snooze":
+        answer = queue.snooze(stale, timedelta(seconds=5))
+    else:
+        answer = getattr(queue, operation)(stale)
+    assert proxy.lost == [marker]
+    assert answer is False
+    stored = row(db, job)
+    assert stored["state"] == ("completed" if operation == "complete" else "pending")
+    assert row_count(db, "caravel_failures") == 0
+
+
+def test_complete_many_of_stale_leases_is_not_answered_by_another_write(lossy, db):
+    """complete_many's read-back after a lost reply, for leases taken over and
+    completed by their next holders in the same millisecond."""
+    proxy, app_db = lossy
+    clock = ManualClock()
+    queue = make_queue(app_db, clock, lease_duration=timedelta(seconds=30))
+    for n in range(2):
+        queue.enqueue(Ping(n), dispatch())
+    stale = queue.claim_many(QUEUE, 2)
+    clock.advance(timedelta(seconds=31))
+    assert queue.reclaim_expired(QUEUE) == 2
+    assert queue.complete_many(queue.claim_many(QUEUE, 2)) == [True, True]
+    proxy.reset_then_forward(b"SET state = 'completed'", None)
+    assert queue.complete_many(stale) == [False, False]
+    assert proxy.lost == [b"SET state = 'completed'"]

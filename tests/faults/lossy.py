@@ -15,7 +15,8 @@ every byte, so no TCP timeout ever fires).
 - ``reset_then_forward(marker, seconds)``: the client's connection is reset as soon as
   the next request containing ``marker`` comes, and the request reaches the server
   ``seconds`` later: the server carries it out after the client's read-back (a
-  statement still on its way, or still running, when the connection dropped).
+  statement still on its way, or still running, when the connection dropped). With
+  ``seconds=None`` it never reaches the server (a reset before the server ran it).
 
 PostgreSQL connections should be opened with ``prepare_threshold=None``, so that every
 statement's SQL text travels with it (psycopg 3 otherwise sends a prepared statement's
@@ -38,7 +39,7 @@ class LossyProxy:
         self._lock = threading.Lock()
         self._marker: Optional[bytes] = None
         self._hole_marker: Optional[bytes] = None
-        self._late: Optional[Tuple[bytes, float]] = None
+        self._late: Optional[Tuple[bytes, Optional[float]]] = None
         self._holed = threading.Event()
         self._open = threading.Event()
         self._open.set()
@@ -62,7 +63,7 @@ class LossyProxy:
         with self._lock:
             self._hole_marker = marker
 
-    def reset_then_forward(self, marker: bytes, seconds: float) -> None:
+    def reset_then_forward(self, marker: bytes, seconds: Optional[float]) -> None:
         with self._lock:
             self._late = (marker, seconds)
 
@@ -157,12 +158,17 @@ class LossyProxy:
         finally:
             pair.end()
 
-    def _forward_late(self, pair: "_Pair", data: bytes, late: Tuple[bytes, float]) -> None:
-        """Reset the client at once; send ``data`` to the server ``late[1]`` seconds later,
-        and close the server's side once it has had ``settle`` seconds to carry it out."""
+    def _forward_late(self, pair: "_Pair", data: bytes,
+                      late: Tuple[bytes, Optional[float]]) -> None:
+        """Reset the client at once; send ``data`` to the server ``late[1]`` seconds later
+        (None: never), and close the server's side once it has had ``settle`` seconds
+        to carry it out."""
         marker, seconds = late
         self.lost.append(marker)
         pair.reset_client()
+        if seconds is None:
+            _close(pair.server)
+            return
         time.sleep(seconds)
         pair.server.sendall(data)
         time.sleep(self.settle)
