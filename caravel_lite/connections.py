@@ -22,7 +22,7 @@ import peewee
 from caravel_lite.errors import CaravelError, InvalidField
 
 __all__ = ["StatementTimedOut", "bounded", "current_bound", "known_dead", "interrupt",
-           "socket_fd", "Bound"]
+           "socket_fd", "set_tcp_timeouts", "Bound"]
 
 
 class StatementTimedOut(CaravelError, peewee.OperationalError):
@@ -75,6 +75,29 @@ def known_dead(conn: Any, idle_messages: bytes) -> bool:
     finally:
         probe.close()
     return not first or first[0] not in idle_messages
+
+
+def set_tcp_timeouts(conn: Any, options: Dict[str, int]) -> None:
+    """Set libpq's TCP options (``tcp_user_timeout`` in ms, ``keepalives_idle``,
+    ``keepalives_interval`` in s, ``keepalives_count``) on a driver connection's socket,
+    for a driver that takes none itself (PyMySQL): data unacknowledged that long, or
+    that many unanswered probes of an idle connection, drop it."""
+    fd = socket_fd(conn) if options else None
+    if fd is None:
+        return
+    names = {"tcp_user_timeout": getattr(socket, "TCP_USER_TIMEOUT", None),
+             "keepalives_idle": getattr(socket, "TCP_KEEPIDLE", None),
+             "keepalives_interval": getattr(socket, "TCP_KEEPINTVL", None),
+             "keepalives_count": getattr(socket, "TCP_KEEPCNT", None)}
+    sock = socket.socket(fileno=os.dup(fd))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for name, value in options.items():
+            option = names.get(name)
+            if option is not None:  # Linux's; other systems keep their defaults
+                sock.setsockopt(socket.IPPROTO_TCP, option, int(value))
+    finally:
+        sock.close()  # the duplicate only; the driver still owns its descriptor
 
 
 def interrupt(conn: Any) -> None:

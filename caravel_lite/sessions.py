@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple, TypeVar, cast
 import peewee
 
 from caravel_lite.connections import (StatementTimedOut, current_bound, discard_connection,
-                                      known_dead)
+                                      known_dead, set_tcp_timeouts)
 from caravel_lite.errors import DatabaseBusy
 from caravel_lite.observability import logger
 from caravel_lite.retry import CallBudget, RetryPolicy, TransientCounter, call_budget
@@ -58,6 +58,14 @@ class Reconnect(_Database):
     Each connection replaced or discarded is counted in :data:`reconnects` and logged
     as a warning.
     """
+
+    #: TCP options set on each new connection's socket, for a driver that takes none
+    #: (PyMySQL; :func:`caravel_lite.connections.set_tcp_timeouts`)
+    tcp_timeouts: Dict[str, int] = {}
+
+    def _initialize_connection(self, conn: Any) -> None:
+        super(Reconnect, self)._initialize_connection(conn)  # type: ignore[misc]
+        set_tcp_timeouts(conn, self.tcp_timeouts)
 
     def execute_sql(self, sql: str, params: Any = None) -> Any:
         if not self.in_transaction():

@@ -150,3 +150,31 @@ def test_postgresql_connections_have_a_tcp_user_timeout_and_keepalives(db_url):
     chosen = open_database(db_url + "?tcp_user_timeout=5000&connect_timeout=3")
     assert int(chosen.connect_params["tcp_user_timeout"]) == 5000
     assert int(chosen.connect_params["connect_timeout"]) == 3
+
+
+@pytest.mark.backends("mysql")
+def test_mariadb_connections_have_a_tcp_user_timeout_and_keepalives(db_url):
+    """PyMySQL takes no TCP options: the same as PostgreSQL's are set on its socket
+    after each connect, so a real partition ends a blocked statement after 30 s
+    instead of the kernel's retransmission limit (about 15 minutes), and an idle
+    connection is probed after 30 s instead of 2 hours."""
+    import socket
+
+    def options(url: str):
+        app_db = open_database(url)
+        try:
+            sock = socket.socket(fileno=os.dup(app_db.connection()._sock.fileno()))
+            try:
+                return (sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT),
+                        sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+                        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT))
+            finally:
+                sock.close()
+        finally:
+            app_db.close()
+
+    assert options(db_url) == (30000, 1, 30, 10, 3)
+    # The URL's own choice wins, and a new connection gets the options too.
+    assert options(db_url + "?tcp_user_timeout=5000&keepalives_idle=7")[:3] == (5000, 1, 7)
