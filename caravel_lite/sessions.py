@@ -52,6 +52,8 @@ class Reconnect(_Database):
       reaches the caller too: the transaction's work is lost and only the caller can
       repeat it.
     - A BEGIN that fails so is sent once more on a new connection: it carried no work.
+      Inside ``manual_commit()`` blocks (which peewee counts as a transaction before
+      their BEGIN) a dead connection is replaced at the BEGIN too, the blocks kept.
     - The statements of a :func:`caravel_lite.connections.bounded` block are watched
       by its watchdog; one it interrupted fails with ``StatementTimedOut``.
 
@@ -77,7 +79,10 @@ class Reconnect(_Database):
 
     def begin(self, *args: Any, **kwargs: Any) -> None:
         # BEGIN runs before Peewee records the transaction: nothing is lost here yet.
-        self._replace_if_dead()
+        if self._manual_only():
+            self._reopen_keeping_manual()
+        else:
+            self._replace_if_dead()
         dropped = not self.is_closed()
         try:
             super(Reconnect, self).begin(*args, **kwargs)
@@ -97,6 +102,29 @@ class Reconnect(_Database):
         if bound is not None:  # the connection this statement is about to be sent on
             bound.watch(self._state.conn)  # type: ignore[attr-defined]
         return cursor
+
+    def _manual_only(self) -> bool:
+        """Inside ``manual_commit()`` blocks and no transaction: peewee counts the block
+        as one (``in_transaction()``), though nothing is open on the server yet."""
+        stack = self._state.transactions  # type: ignore[attr-defined]
+        return bool(stack) and all(isinstance(entry, peewee._manual) for entry in stack)
+
+    def _reopen_keeping_manual(self) -> None:
+        """Before the BEGIN of a manual block: replace a dead connection, or open a
+        closed one, keeping the block on peewee's transaction stack (which its close and
+        connect clear: the block would end with IndexError, and what runs in it would
+        take itself to be outside a transaction)."""
+        state = self._state  # type: ignore[attr-defined]
+        if not self.is_closed() and not known_dead(state.conn, self._idle_messages()):
+            return
+        stack = state.transactions
+        state.transactions = []
+        try:
+            if not self.is_closed():
+                self._discard("connection lost (found closed before a statement was sent)")
+            self.connect()
+        finally:
+            state.transactions = stack
 
     def _replace_if_dead(self) -> None:
         if self.is_closed():
