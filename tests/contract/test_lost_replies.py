@@ -271,3 +271,21 @@ def test_complete_many_of_stale_leases_is_not_answered_by_another_write(lossy, d
     proxy.reset_then_forward(b"SET state = 'completed'", None)
     assert queue.complete_many(stale) == [False, False]
     assert proxy.lost == [b"SET state = 'completed'"]
+
+
+def test_a_claim_whose_sweep_lost_its_reply_still_takes_the_job_it_freed(lossy, db,
+                                                                        claim_path):
+    """The claim's sweep of an expired lease loses its reply after the server made the
+    job claimable; its repeat counts 0. The claim still takes the job (the RETURNING
+    path took a count of 0 for 'nothing swept' and answered None)."""
+    proxy, app_db = lossy
+    clock = ManualClock()
+    queue = make_queue(app_db, clock, lease_duration=timedelta(seconds=30))
+    job = queue.enqueue(Ping(1), dispatch()).job_id
+    assert queue.claim(QUEUE) is not None
+    clock.advance(timedelta(seconds=31))
+    marker = b"last_failure = 'lease_expired'"
+    proxy.lose_reply_to(marker)
+    lease = queue.claim(QUEUE)
+    _lost(proxy, marker)
+    assert lease is not None and lease.job_id == job and lease.attempt == 2
