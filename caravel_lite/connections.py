@@ -21,8 +21,8 @@ import peewee
 
 from caravel_lite.errors import CaravelError, InvalidField
 
-__all__ = ["StatementTimedOut", "bounded", "current_bound", "known_dead", "interrupt",
-           "socket_fd", "set_tcp_timeouts", "Bound"]
+__all__ = ["StatementTimedOut", "bounded", "current_bound", "open_bounds", "fired_bound",
+           "known_dead", "interrupt", "socket_fd", "set_tcp_timeouts", "Bound"]
 
 
 class StatementTimedOut(CaravelError, peewee.OperationalError):
@@ -163,11 +163,24 @@ def _stack(db: peewee.Database) -> List[Bound]:
 
 def current_bound(db: peewee.Database) -> Optional[Bound]:
     """The innermost :func:`bounded` block open on ``db`` in this thread, or None."""
+    stack = open_bounds(db)
+    return stack[-1] if stack else None
+
+
+def open_bounds(db: peewee.Database) -> List[Bound]:
+    """Every :func:`bounded` block open on ``db`` in this thread, outermost first."""
     bounds: Optional[Dict[int, List[Bound]]] = getattr(_active, "bounds", None)
     if not bounds:
-        return None
-    stack = bounds.get(id(db))
-    return stack[-1] if stack else None
+        return []
+    return bounds.get(id(db)) or []
+
+
+def fired_bound(db: peewee.Database) -> Optional[Bound]:
+    """The first open block on ``db`` in this thread whose bound fired, or None."""
+    for bound in open_bounds(db):
+        if bound.fired:
+            return bound
+    return None
 
 
 @contextlib.contextmanager
@@ -206,8 +219,9 @@ def bounded(db: peewee.Database, seconds: float) -> Iterator[Bound]:
     - Opening a connection inside the block is bounded by the connect timeout
       :func:`~caravel_lite.dialect.open_database` sets (``connect_timeout``), not by
       ``seconds``: no socket exists to shut down until the driver made one.
-    - Blocks nest; the innermost bound is the one watched. A block that ends before
-      its bound costs one timer thread started and cancelled.
+    - Blocks nest; every open block's bound is watched, so the earliest one ends the
+      statement (an outer, shorter bound is kept inside a longer inner one). A block
+      that ends before its bound costs one timer thread started and cancelled.
     """
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
             or not math.isfinite(seconds) or seconds <= 0:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple, TypeVar, cast
 
 import peewee
 
-from caravel_lite.connections import (StatementTimedOut, current_bound, discard_connection,
-                                      known_dead, set_tcp_timeouts)
+from caravel_lite.connections import (StatementTimedOut, discard_connection, fired_bound,
+                                      known_dead, open_bounds, set_tcp_timeouts)
 from caravel_lite.errors import DatabaseBusy
 from caravel_lite.observability import logger
 from caravel_lite.retry import CallBudget, RetryPolicy, TransientCounter, call_budget
@@ -94,12 +94,13 @@ class Reconnect(_Database):
         super(Reconnect, self).begin(*args, **kwargs)
 
     def cursor(self, named_cursor: Any = None) -> Any:
-        bound = current_bound(self)
-        if bound is not None and bound.fired:
-            # Past the bound nothing more is sent, nor a connection opened for it.
-            raise _timed_out(bound)
+        bounds = open_bounds(self)
+        fired = fired_bound(self) if bounds else None
+        if fired is not None:
+            # Past a bound nothing more is sent, nor a connection opened for it.
+            raise _timed_out(fired)
         cursor = super(Reconnect, self).cursor(named_cursor)  # type: ignore[no-untyped-call]
-        if bound is not None:  # the connection this statement is about to be sent on
+        for bound in bounds:  # the connection this statement is about to be sent on
             bound.watch(self._state.conn)  # type: ignore[attr-defined]
         return cursor
 
@@ -137,8 +138,8 @@ class Reconnect(_Database):
         connection outside a transaction is closed first."""
         from caravel_lite.dialect import dialect_of  # dialect imports this module
 
-        bound = current_bound(self)
-        timed_out = bound is not None and bound.fired
+        bound = fired_bound(self)
+        timed_out = bound is not None
         if not (timed_out or dialect_of(self).is_disconnect(exc)):
             return exc
         if self.is_closed() and not timed_out:

@@ -89,6 +89,31 @@ def test_a_recovery_blocked_at_the_bound_ends_the_call_at_the_bound(db_url, back
 
 
 @pytest.mark.backends("postgres", "mysql")
+def test_an_outer_bound_shorter_than_an_inner_one_still_ends_the_statement(db_url, backend,
+                                                                           db):
+    """Blocks nest: a caller's bound of 0.5 s around a call that bounds its own
+    statements at 3 s ends the blocked statement at 0.5 s (only the innermost bound
+    was watched, and the statement ran to the inner one)."""
+    proxy = LossyProxy(server_address(db_url, PORTS[backend]))
+    app_db = open_database(proxy.url(db_url))
+    try:
+        assert app_db.execute_sql("SELECT 1").fetchone()[0] == 1
+        proxy.black_hole()
+        started = time.monotonic()
+        with pytest.raises(StatementTimedOut):
+            with bounded(app_db, 0.5):
+                with bounded(app_db, 3):
+                    app_db.execute_sql("SELECT 2")
+        assert 0.5 <= time.monotonic() - started < 1.5
+        assert app_db.is_closed()
+    finally:
+        proxy.restore()
+        if not app_db.is_closed():
+            app_db.close()
+        proxy.close()
+
+
+@pytest.mark.backends("postgres", "mysql")
 def test_a_statement_blocked_on_a_lock_fails_at_the_bound(db_url, backend, db):
     """No network fault: the server itself keeps the statement waiting (a row lock held
     by another connection)."""
