@@ -150,6 +150,12 @@ class Bound:
         with self._lock:
             self._over = True
 
+    def error(self) -> StatementTimedOut:
+        """What a statement of the block gets once the bound fired."""
+        return StatementTimedOut(
+            f"statement still blocked after the bound of {self.seconds:g} s "
+            f"(caravel_lite.connections.bounded); its connection was shut down")
+
 
 _active = threading.local()
 
@@ -197,9 +203,11 @@ def bounded(db: peewee.Database, seconds: float) -> Iterator[Bound]:
       own call in the block's thread, within a few milliseconds of the bound, whatever
       the network does: a watchdog thread shuts the connection's socket down (a
       partition that drops packets, a proxy that black-holes traffic, a server that
-      stopped answering all end the same way). This is what the PostgreSQL and
-      MariaDB/MySQL databases of :func:`~caravel_lite.dialect.open_database` do
-      (:class:`~caravel_lite.sessions.Reconnect` shows the watchdog each connection).
+      stopped answering all end the same way). The PostgreSQL and MariaDB/MySQL
+      databases of :func:`~caravel_lite.dialect.open_database` show the watchdog each
+      connection they send on (:class:`~caravel_lite.sessions.Reconnect`); for any
+      other server database the connection the thread holds when the block begins
+      is watched (opened then if closed).
     - SQLite has no network to hang on: a statement there waits only for the write
       lock, at most ``busy_timeout`` per attempt within the call's retry budget
       (:meth:`caravel_lite.retry.RetryPolicy.worst_case`: 5 s + 2 s + 75 ms with
@@ -227,6 +235,17 @@ def bounded(db: peewee.Database, seconds: float) -> Iterator[Bound]:
             or not math.isfinite(seconds) or seconds <= 0:
         raise InvalidField("seconds", f"must be a number of seconds > 0, got {seconds!r}")
     bound = Bound(float(seconds))
+    # A server database not from open_database shows the watchdog no connection (its
+    # cursor() is Peewee's, which knows nothing of bounds): the one this thread holds
+    # is watched, opened first if need be (Peewee never replaces it by itself), and
+    # what a statement cut short raises is made StatementTimedOut here.
+    unwatched = not isinstance(db, peewee.SqliteDatabase) \
+        and not getattr(db, "watches_bounds", False)
+    if unwatched:
+        if db.is_closed() and not db.in_transaction():
+            db.connect()
+        if not db.is_closed():
+            bound.watch(db.connection())
     stack = _stack(db)
     stack.append(bound)
     timer = threading.Timer(bound.seconds, bound.fire)
@@ -234,6 +253,10 @@ def bounded(db: peewee.Database, seconds: float) -> Iterator[Bound]:
     timer.start()
     try:
         yield bound
+    except (peewee.OperationalError, peewee.InterfaceError) as exc:
+        if unwatched and bound.fired and not isinstance(exc, StatementTimedOut):
+            raise bound.error() from exc
+        raise
     finally:
         timer.cancel()
         bound.end()

@@ -61,6 +61,9 @@ class Reconnect(_Database):
     as a warning.
     """
 
+    #: every connection a statement is sent on is shown to the open bounded() blocks
+    watches_bounds = True
+
     #: TCP options set on each new connection's socket, for a driver that takes none
     #: (PyMySQL; :func:`caravel_lite.connections.set_tcp_timeouts`)
     tcp_timeouts: Dict[str, int] = {}
@@ -168,9 +171,7 @@ class Reconnect(_Database):
 
 
 def _timed_out(bound: Any) -> StatementTimedOut:
-    return StatementTimedOut(
-        f"statement still blocked after the bound of {bound.seconds:g} s "
-        f"(caravel_lite.connections.bounded); its connection was shut down")
+    return cast(StatementTimedOut, bound.error())
 
 
 reconnects = TransientCounter()  # dead connections closed or replaced, per process

@@ -8,6 +8,7 @@ checks and a block within its bound are run on it.)"""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from datetime import timedelta
 
@@ -110,6 +111,47 @@ def test_an_outer_bound_shorter_than_an_inner_one_still_ends_the_statement(db_ur
         proxy.restore()
         if not app_db.is_closed():
             app_db.close()
+        proxy.close()
+
+
+@pytest.mark.backends("postgres", "mysql")
+def test_a_plain_peewee_database_is_bounded_too(db_url, backend, db):
+    """A server database the application made itself (Peewee's own class, not
+    open_database's): its cursor() shows the watchdog nothing, and a black-holed
+    statement blocked for ever inside the block."""
+    from urllib.parse import urlsplit
+
+    proxy = LossyProxy(server_address(db_url, PORTS[backend]))
+    parts = urlsplit(db_url)
+    kind = peewee.PostgresqlDatabase if backend == "postgres" else peewee.MySQLDatabase
+    plain = kind(parts.path.lstrip("/"), host="127.0.0.1", port=proxy.port,
+                 user=parts.username)
+    outcome: dict = {}
+
+    def blocked() -> None:  # on a thread of its own: without the bound it never returns
+        with bounded(plain, 5):  # opened here, when closed: the connection watched
+            assert plain.execute_sql("SELECT 1").fetchone()[0] == 1
+        proxy.black_hole()
+        started = time.monotonic()
+        try:
+            with bounded(plain, 0.5):
+                plain.execute_sql("SELECT 2")
+        except Exception as exc:
+            outcome["error"] = exc
+        outcome["elapsed"] = time.monotonic() - started
+        outcome["closed"] = plain.is_closed()
+
+    thread = threading.Thread(target=blocked, daemon=True)
+    try:
+        thread.start()
+        thread.join(5)
+        assert not thread.is_alive(), "the statement is still blocked after 5 s"
+        assert isinstance(outcome["error"], StatementTimedOut)
+        assert 0.5 <= outcome["elapsed"] < 1.5
+        assert outcome["closed"]
+    finally:
+        proxy.restore()
+        thread.join(5)
         proxy.close()
 
 
