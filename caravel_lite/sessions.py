@@ -119,6 +119,8 @@ class Reconnect(_Database):
         connect clear: the block would end with IndexError, and what runs in it would
         take itself to be outside a transaction)."""
         state = self._state  # type: ignore[attr-defined]
+        if fired_bound(self) is not None:
+            return  # past a bound nothing is connected: the BEGIN fails at once
         if not self.is_closed() and not known_dead(state.conn, self._idle_messages()):
             return
         stack = state.transactions

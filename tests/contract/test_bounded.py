@@ -245,3 +245,28 @@ def test_mariadb_connections_have_a_tcp_user_timeout_and_keepalives(db_url):
     assert options(db_url) == (30000, 1, 30, 10, 3)
     # The URL's own choice wins, and a new connection gets the options too.
     assert options(db_url + "?tcp_user_timeout=5000&keepalives_idle=7")[:3] == (5000, 1, 7)
+
+
+@pytest.mark.backends("postgres", "mysql")
+def test_past_the_bound_a_manual_commit_block_opens_no_connection(db_url, backend, db):
+    """The BEGIN of a manual_commit() block replaces a dead connection (and opens a
+    closed one), but not once the block's bound fired."""
+    proxy = LossyProxy(server_address(db_url, PORTS[backend]))
+    app_db = open_database(proxy.url(db_url))
+    try:
+        assert app_db.execute_sql("SELECT 1").fetchone()[0] == 1
+        proxy.black_hole()
+        with bounded(app_db, 0.3):
+            with pytest.raises(StatementTimedOut):
+                app_db.execute_sql("SELECT 2")
+            assert app_db.is_closed()
+            proxy.restore()
+            with pytest.raises(StatementTimedOut):
+                with app_db.manual_commit():
+                    app_db.begin()
+            assert app_db.is_closed()
+    finally:
+        proxy.restore()
+        if not app_db.is_closed():
+            app_db.close()
+        proxy.close()
