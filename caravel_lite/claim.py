@@ -125,8 +125,10 @@ class Claimer:
                          expires_ms: int) -> ClaimBatch:
         """One UPDATE ... RETURNING takes the best due rows. It claims nothing while the
         queue holds an expired lease; then the sweep runs and the claim is repeated
-        once. Rows skipped as locked belong to another claim that is taking them, so
-        an empty answer means nothing was free: never ``contended``."""
+        once (whatever the sweep's counts say: after a lost reply its repeat counts 0
+        for the rows the lost run moved). Rows skipped as locked belong to another
+        claim that is taking them, so an empty answer means nothing was free: never
+        ``contended``."""
         sql = self._batch.claim_returning(limit)
         for _ in range(2):
             token = secrets.token_hex(16)
@@ -146,8 +148,9 @@ class Claimer:
                 return ClaimBatch(tuple(self._lease(queue_name, row, row[1], token,
                                                     expires_ms, now_us) for row in rows),
                                   False)
-            if self.sweep(queue_name, now_ms) == (0, 0):
+            if not self._read(self._sql.expired_exists, (queue_name, now_ms)):
                 break
+            self.sweep_expired(queue_name, now_ms)
         return ClaimBatch((), False)
 
     def _claim_locked(self, queue_name: str, limit: int, now_us: int, now_ms: int,

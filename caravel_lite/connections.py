@@ -21,8 +21,8 @@ import peewee
 
 from caravel_lite.errors import CaravelError, InvalidField
 
-__all__ = ["StatementTimedOut", "bounded", "current_bound", "known_dead", "interrupt",
-           "socket_fd", "Bound"]
+__all__ = ["StatementTimedOut", "bounded", "current_bound", "open_bounds", "fired_bound",
+           "known_dead", "interrupt", "socket_fd", "set_tcp_timeouts", "Bound"]
 
 
 class StatementTimedOut(CaravelError, peewee.OperationalError):
@@ -77,6 +77,29 @@ def known_dead(conn: Any, idle_messages: bytes) -> bool:
     return not first or first[0] not in idle_messages
 
 
+def set_tcp_timeouts(conn: Any, options: Dict[str, int]) -> None:
+    """Set libpq's TCP options (``tcp_user_timeout`` in ms, ``keepalives_idle``,
+    ``keepalives_interval`` in s, ``keepalives_count``) on a driver connection's socket,
+    for a driver that takes none itself (PyMySQL): data unacknowledged that long, or
+    that many unanswered probes of an idle connection, drop it."""
+    fd = socket_fd(conn) if options else None
+    if fd is None:
+        return
+    names = {"tcp_user_timeout": getattr(socket, "TCP_USER_TIMEOUT", None),
+             "keepalives_idle": getattr(socket, "TCP_KEEPIDLE", None),
+             "keepalives_interval": getattr(socket, "TCP_KEEPINTVL", None),
+             "keepalives_count": getattr(socket, "TCP_KEEPCNT", None)}
+    sock = socket.socket(fileno=os.dup(fd))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for name, value in options.items():
+            option = names.get(name)
+            if option is not None:  # Linux's; other systems keep their defaults
+                sock.setsockopt(socket.IPPROTO_TCP, option, int(value))
+    finally:
+        sock.close()  # the duplicate only; the driver still owns its descriptor
+
+
 def interrupt(conn: Any) -> None:
     """Make whatever blocks on a server connection fail now, from another thread: its
     socket is shut down in both directions, so the blocked read sees the end of the
@@ -127,6 +150,12 @@ class Bound:
         with self._lock:
             self._over = True
 
+    def error(self) -> StatementTimedOut:
+        """What a statement of the block gets once the bound fired."""
+        return StatementTimedOut(
+            f"statement still blocked after the bound of {self.seconds:g} s "
+            f"(caravel_lite.connections.bounded); its connection was shut down")
+
 
 _active = threading.local()
 
@@ -140,11 +169,24 @@ def _stack(db: peewee.Database) -> List[Bound]:
 
 def current_bound(db: peewee.Database) -> Optional[Bound]:
     """The innermost :func:`bounded` block open on ``db`` in this thread, or None."""
+    stack = open_bounds(db)
+    return stack[-1] if stack else None
+
+
+def open_bounds(db: peewee.Database) -> List[Bound]:
+    """Every :func:`bounded` block open on ``db`` in this thread, outermost first."""
     bounds: Optional[Dict[int, List[Bound]]] = getattr(_active, "bounds", None)
     if not bounds:
-        return None
-    stack = bounds.get(id(db))
-    return stack[-1] if stack else None
+        return []
+    return bounds.get(id(db)) or []
+
+
+def fired_bound(db: peewee.Database) -> Optional[Bound]:
+    """The first open block on ``db`` in this thread whose bound fired, or None."""
+    for bound in open_bounds(db):
+        if bound.fired:
+            return bound
+    return None
 
 
 @contextlib.contextmanager
@@ -161,9 +203,11 @@ def bounded(db: peewee.Database, seconds: float) -> Iterator[Bound]:
       own call in the block's thread, within a few milliseconds of the bound, whatever
       the network does: a watchdog thread shuts the connection's socket down (a
       partition that drops packets, a proxy that black-holes traffic, a server that
-      stopped answering all end the same way). This is what the PostgreSQL and
-      MariaDB/MySQL databases of :func:`~caravel_lite.dialect.open_database` do
-      (:class:`~caravel_lite.sessions.Reconnect` shows the watchdog each connection).
+      stopped answering all end the same way). The PostgreSQL and MariaDB/MySQL
+      databases of :func:`~caravel_lite.dialect.open_database` show the watchdog each
+      connection they send on (:class:`~caravel_lite.sessions.Reconnect`); for any
+      other server database the connection the thread holds when the block begins
+      is watched (opened then if closed).
     - SQLite has no network to hang on: a statement there waits only for the write
       lock, at most ``busy_timeout`` per attempt within the call's retry budget
       (:meth:`caravel_lite.retry.RetryPolicy.worst_case`: 5 s + 2 s + 75 ms with
@@ -183,13 +227,25 @@ def bounded(db: peewee.Database, seconds: float) -> Iterator[Bound]:
     - Opening a connection inside the block is bounded by the connect timeout
       :func:`~caravel_lite.dialect.open_database` sets (``connect_timeout``), not by
       ``seconds``: no socket exists to shut down until the driver made one.
-    - Blocks nest; the innermost bound is the one watched. A block that ends before
-      its bound costs one timer thread started and cancelled.
+    - Blocks nest; every open block's bound is watched, so the earliest one ends the
+      statement (an outer, shorter bound is kept inside a longer inner one). A block
+      that ends before its bound costs one timer thread started and cancelled.
     """
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
             or not math.isfinite(seconds) or seconds <= 0:
         raise InvalidField("seconds", f"must be a number of seconds > 0, got {seconds!r}")
     bound = Bound(float(seconds))
+    # A server database not from open_database shows the watchdog no connection (its
+    # cursor() is Peewee's, which knows nothing of bounds): the one this thread holds
+    # is watched, opened first if need be (Peewee never replaces it by itself), and
+    # what a statement cut short raises is made StatementTimedOut here.
+    unwatched = not isinstance(db, peewee.SqliteDatabase) \
+        and not getattr(db, "watches_bounds", False)
+    if unwatched:
+        if db.is_closed() and not db.in_transaction():
+            db.connect()
+        if not db.is_closed():
+            bound.watch(db.connection())
     stack = _stack(db)
     stack.append(bound)
     timer = threading.Timer(bound.seconds, bound.fire)
@@ -197,6 +253,10 @@ def bounded(db: peewee.Database, seconds: float) -> Iterator[Bound]:
     timer.start()
     try:
         yield bound
+    except (peewee.OperationalError, peewee.InterfaceError) as exc:
+        if unwatched and bound.fired and not isinstance(exc, StatementTimedOut):
+            raise bound.error() from exc
+        raise
     finally:
         timer.cancel()
         bound.end()

@@ -172,8 +172,10 @@ class Enqueuing:
         batch's COMMIT perhaps done): the new jobs' ids were chosen before sending, so
         the call reads them back on a new connection; found, the batch committed and
         the answer is the one it had (its new jobs ``already_enqueued=False``); not
-        found, the batch is written again under the same ids. Inside the caller's
-        transaction the error reaches the caller with the transaction.
+        found, the batch is written again under the same ids; when that repeat meets
+        the lost batch's own rows (its COMMIT reached the server after the read-back),
+        the answer is again the lost batch's. Inside the caller's transaction the error
+        reaches the caller with the transaction.
         """
         if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
             raise InvalidField("items", "must be a sequence of (job, Dispatch) pairs")
@@ -203,11 +205,19 @@ class Enqueuing:
         def batch() -> Dict[str, uuid.UUID]:
             return self._enqueue_batch(envelopes, ids, first, floor_ms(now_us), written)
 
+        def committed(answer: Dict[str, Any]) -> bool:
+            """Whether the batch that computed ``answer`` committed: its new rows are
+            there (one transaction: one of them stands for all)."""
+            new_ids = answer.get("new_ids", ())
+            return bool(new_ids) and self._execute(
+                self._batch.existing_ids(len(new_ids)), list(new_ids)).fetchone() is not None
+
         def recover() -> Dict[str, uuid.UUID]:
-            new_ids = written.get("new_ids", ())
-            if new_ids and self._execute(self._batch.existing_ids(len(new_ids)),
-                                         list(new_ids)).fetchone() is not None:
-                return cast(Dict[str, uuid.UUID], written["stored"])  # it committed
+            if committed(written):
+                return cast(Dict[str, uuid.UUID], written["stored"])
+            # Kept: its COMMIT may still reach the server after this read (the race
+            # below).
+            written["lost"] = dict(written)
             return batch()
 
         for attempt in range(1, ENQUEUE_ATTEMPTS + 1):
@@ -217,6 +227,12 @@ class Enqueuing:
                 stored = recovering(self.dialect, self.db, batch, recover)
                 break
             except peewee.IntegrityError:
+                lost = written.pop("lost", None)
+                if lost is not None and committed(lost):
+                    # The batch whose reply was lost committed after the read-back
+                    # found nothing: its repeat met the batch's own rows.
+                    stored = cast(Dict[str, uuid.UUID], lost["stored"])
+                    break
                 # Another writer took one of our keys between our read and our INSERT;
                 # the batch was rolled back whole: read again and redo it.
                 if attempt == ENQUEUE_ATTEMPTS:

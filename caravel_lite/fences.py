@@ -7,12 +7,14 @@ from typing import Any, Callable, Optional, Sequence
 
 import peewee
 
+from caravel_lite.clock import floor_ms
 from caravel_lite.retry import recovering
+from caravel_lite.values import QueueLease
 
-__all__ = ["Wrote", "fenced_write", "left_as"]
+__all__ = ["Wrote", "fenced_write", "left_as", "claimed_by"]
 
-#: whether a job's row (state, lease_token, lease_expires_at, updated_at) holds what
-#: one call wrote
+#: whether a job's row (state, lease_token, lease_expires_at, updated_at, claimed_at,
+#: attempts, last_failure) holds what one call wrote
 Wrote = Callable[[Sequence[Any]], bool]
 
 
@@ -39,7 +41,20 @@ def fenced_write(dialect: Any, db: peewee.Database, sql: str, params: Sequence[A
     return recovering(dialect, db, run, recover, statement=True)
 
 
-def left_as(state: str, now_ms: int) -> Wrote:
-    """``wrote`` for an operation that ends a lease: the row in ``state``, its lease
-    cleared, last written at this call's ``now_ms``."""
-    return lambda row: row[0] == state and row[1] is None and int(row[3]) == now_ms
+def left_as(state: str, now_ms: int, lease: QueueLease, attempts: int,
+            last_failure: Optional[str] = None) -> Wrote:
+    """``wrote`` for an operation that ends ``lease``: the row in ``state``, its lease
+    cleared, last written at this call's ``now_ms``, still as ``lease``'s claim left it
+    (claimed then, ``attempts`` after this call's write) and, given ``last_failure``,
+    with that failure. The time alone is not enough: in the same millisecond the sweep
+    may have made the row pending again, or the lease's next holder completed it."""
+    return lambda row: (row[0] == state and row[1] is None and int(row[3]) == now_ms
+                        and claimed_by(lease, row[4], row[5], attempts)
+                        and (last_failure is None or row[6] == last_failure))
+
+
+def claimed_by(lease: QueueLease, claimed_at: Any, attempts: Any, expected: int) -> bool:
+    """Whether a row's ``claimed_at`` and ``attempts`` are those ``lease``'s claim left
+    (``expected`` attempts): no claim took the row since."""
+    return (claimed_at is not None and int(claimed_at) == floor_ms(lease._claimed_at_us)
+            and int(attempts) == expected)

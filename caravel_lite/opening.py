@@ -49,8 +49,15 @@ SQLITE_PRAGMAS: Dict[str, Any] = {"journal_mode": "wal", "busy_timeout": 5000}
 SERVER_TIMEOUTS: Dict[str, Dict[str, Any]] = {
     "postgres": {"connect_timeout": 10, "tcp_user_timeout": 30000, "keepalives": 1,
                  "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3},
-    "mysql": {"connect_timeout": 10},
+    "mysql": {"connect_timeout": 10, "tcp_user_timeout": 30000, "keepalives_idle": 30,
+              "keepalives_interval": 10, "keepalives_count": 3},
 }
+# PyMySQL takes no TCP options: these are set on its socket after each connect
+# (caravel_lite.connections.set_tcp_timeouts), under libpq's names. Without them a
+# partition held a MariaDB statement until the kernel gave up (tcp_retries2: about
+# 15 minutes) and probed an idle connection after 2 hours.
+_SOCKET_OPTIONS = ("tcp_user_timeout", "keepalives_idle", "keepalives_interval",
+                   "keepalives_count")
 _SQLITE_HINT = ("use sqlite:///PATH (three slashes; four for an absolute path: "
                 "sqlite:////var/lib/app/queue.db)")
 
@@ -155,7 +162,12 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
         shared = str(database.database) in sessions.MEMORY_NAMES
         database = sessions.busy_retry_class(type(database), shared)(**arguments)
     else:
+        tcp: Dict[str, Any] = {}
+        if scheme == "mysql":
+            tcp = {name: int(arguments.pop(name)) for name in _SOCKET_OPTIONS
+                   if name in arguments}
         database = sessions.reconnect_class(type(database))(**arguments)
+        database.tcp_timeouts = tcp
     if busy_retries is not None:
         retries = int(busy_retries)
         if retries < 0:

@@ -33,7 +33,7 @@ from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, default_telemetry
 from caravel_lite.options import QueueOptions, resolve_options
 from caravel_lite.registry import JobRegistry, require_registry
-from caravel_lite.fences import Wrote, fenced_write, left_as
+from caravel_lite.fences import Wrote, claimed_by, fenced_write, left_as
 from caravel_lite.retry import budgeted, recovering, retrying
 from caravel_lite.sessions import private_memory
 from caravel_lite.statements import BatchStatements, Statements
@@ -199,7 +199,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
     def _complete_raw(self, lease: QueueLease, now_ms: int) -> bool:
         ident = lease._id_text()
         return self._fenced(self._sql.complete, (now_ms, now_ms, ident, lease._token, now_ms),
-                            ident, left_as(COMPLETED, now_ms)) == 1
+                            ident, left_as(COMPLETED, now_ms, lease, lease.attempt)) == 1
 
     @budgeted
     def complete_many(self, leases: Sequence[QueueLease]) -> List[bool]:
@@ -247,8 +247,10 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         for lease in group:
             params += (lease._id_text(), lease._token)
         def recover() -> Set[str]:
+            by_id = {lease._id_text(): lease for lease in group}
             done = {row[0] for row in self.db.execute_sql(
-                self._batch.completed_at(len(ids)), (*ids, now_ms)).fetchall()}
+                self._batch.completed_at(len(ids)), (*ids, now_ms)).fetchall()
+                if claimed_by(by_id[row[0]], row[1], row[2], by_id[row[0]].attempt)}
             return done | {lease._id_text() for lease in group
                            if lease._id_text() not in done
                            and self._complete_raw(lease, now_ms)}
@@ -311,7 +313,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
             sql, params = self._sql.retry, (due_ms, failure.value, now_ms) + ident
             outcome = "retried"
         state = DEAD if outcome == "deadlettered" else PENDING
-        left = left_as(state, now_ms)
+        left = left_as(state, now_ms, lease, lease.attempt, failure.value)
 
         def record() -> bool:
             return self._failures.fail(sql, params, ident[0], lease.attempt, failure.value,
@@ -344,7 +346,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         now_ms = floor_ms(self._now_us())
         ident = lease._id_text()
         released = self._fenced(self._sql.release, (now_ms, ident, lease._token, now_ms),
-                                ident, left_as(PENDING, now_ms)) == 1
+                                ident, left_as(PENDING, now_ms, lease, lease.attempt - 1)) == 1
         if released:
             self.telemetry.count("released", lease.context.queue)
         return released
@@ -368,7 +370,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         due_ms = ceil_ms(now_us + duration_micros(delay))
         ident = lease._id_text()
         snoozed = self._fenced(self._sql.snooze, (due_ms, now_ms, ident, lease._token, now_ms),
-                               ident, left_as(PENDING, now_ms)) == 1
+                               ident, left_as(PENDING, now_ms, lease, lease.attempt - 1)) == 1
         if snoozed:
             self.telemetry.count("snoozed", lease.context.queue)
         return snoozed

@@ -236,7 +236,9 @@ def recovering(dialect: Any, db: peewee.Database, action: Callable[[], T],
             except DatabaseBusy:
                 raise
             except (peewee.OperationalError, peewee.InterfaceError) as exc:
-                if db.in_transaction() or not dialect.is_disconnect(exc):
+                # A bound that fired during the recovery ends it too: repeating would
+                # fail at once each time, past the bound, until the budget ran out.
+                if db.in_transaction() or _timed_out(exc) or not dialect.is_disconnect(exc):
                     raise
                 failure = exc
 

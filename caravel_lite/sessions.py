@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple, TypeVar, cast
 
 import peewee
 
-from caravel_lite.connections import (StatementTimedOut, current_bound, discard_connection,
-                                      known_dead)
+from caravel_lite.connections import (StatementTimedOut, discard_connection, fired_bound,
+                                      known_dead, open_bounds, set_tcp_timeouts)
 from caravel_lite.errors import DatabaseBusy
 from caravel_lite.observability import logger
 from caravel_lite.retry import CallBudget, RetryPolicy, TransientCounter, call_budget
@@ -52,12 +52,25 @@ class Reconnect(_Database):
       reaches the caller too: the transaction's work is lost and only the caller can
       repeat it.
     - A BEGIN that fails so is sent once more on a new connection: it carried no work.
+      Inside ``manual_commit()`` blocks (which peewee counts as a transaction before
+      their BEGIN) a dead connection is replaced at the BEGIN too, the blocks kept.
     - The statements of a :func:`caravel_lite.connections.bounded` block are watched
       by its watchdog; one it interrupted fails with ``StatementTimedOut``.
 
     Each connection replaced or discarded is counted in :data:`reconnects` and logged
     as a warning.
     """
+
+    #: every connection a statement is sent on is shown to the open bounded() blocks
+    watches_bounds = True
+
+    #: TCP options set on each new connection's socket, for a driver that takes none
+    #: (PyMySQL; :func:`caravel_lite.connections.set_tcp_timeouts`)
+    tcp_timeouts: Dict[str, int] = {}
+
+    def _initialize_connection(self, conn: Any) -> None:
+        super(Reconnect, self)._initialize_connection(conn)  # type: ignore[misc]
+        set_tcp_timeouts(conn, self.tcp_timeouts)
 
     def execute_sql(self, sql: str, params: Any = None) -> Any:
         if not self.in_transaction():
@@ -69,7 +82,10 @@ class Reconnect(_Database):
 
     def begin(self, *args: Any, **kwargs: Any) -> None:
         # BEGIN runs before Peewee records the transaction: nothing is lost here yet.
-        self._replace_if_dead()
+        if self._manual_only():
+            self._reopen_keeping_manual()
+        else:
+            self._replace_if_dead()
         dropped = not self.is_closed()
         try:
             super(Reconnect, self).begin(*args, **kwargs)
@@ -81,14 +97,40 @@ class Reconnect(_Database):
         super(Reconnect, self).begin(*args, **kwargs)
 
     def cursor(self, named_cursor: Any = None) -> Any:
-        bound = current_bound(self)
-        if bound is not None and bound.fired:
-            # Past the bound nothing more is sent, nor a connection opened for it.
-            raise _timed_out(bound)
+        bounds = open_bounds(self)
+        fired = fired_bound(self) if bounds else None
+        if fired is not None:
+            # Past a bound nothing more is sent, nor a connection opened for it.
+            raise _timed_out(fired)
         cursor = super(Reconnect, self).cursor(named_cursor)  # type: ignore[no-untyped-call]
-        if bound is not None:  # the connection this statement is about to be sent on
+        for bound in bounds:  # the connection this statement is about to be sent on
             bound.watch(self._state.conn)  # type: ignore[attr-defined]
         return cursor
+
+    def _manual_only(self) -> bool:
+        """Inside ``manual_commit()`` blocks and no transaction: peewee counts the block
+        as one (``in_transaction()``), though nothing is open on the server yet."""
+        stack = self._state.transactions  # type: ignore[attr-defined]
+        return bool(stack) and all(isinstance(entry, peewee._manual) for entry in stack)
+
+    def _reopen_keeping_manual(self) -> None:
+        """Before the BEGIN of a manual block: replace a dead connection, or open a
+        closed one, keeping the block on peewee's transaction stack (which its close and
+        connect clear: the block would end with IndexError, and what runs in it would
+        take itself to be outside a transaction)."""
+        state = self._state  # type: ignore[attr-defined]
+        if fired_bound(self) is not None:
+            return  # past a bound nothing is connected: the BEGIN fails at once
+        if not self.is_closed() and not known_dead(state.conn, self._idle_messages()):
+            return
+        stack = state.transactions
+        state.transactions = []
+        try:
+            if not self.is_closed():
+                self._discard("connection lost (found closed before a statement was sent)")
+            self.connect()
+        finally:
+            state.transactions = stack
 
     def _replace_if_dead(self) -> None:
         if self.is_closed():
@@ -101,8 +143,8 @@ class Reconnect(_Database):
         connection outside a transaction is closed first."""
         from caravel_lite.dialect import dialect_of  # dialect imports this module
 
-        bound = current_bound(self)
-        timed_out = bound is not None and bound.fired
+        bound = fired_bound(self)
+        timed_out = bound is not None
         if not (timed_out or dialect_of(self).is_disconnect(exc)):
             return exc
         if self.is_closed() and not timed_out:
@@ -131,9 +173,7 @@ class Reconnect(_Database):
 
 
 def _timed_out(bound: Any) -> StatementTimedOut:
-    return StatementTimedOut(
-        f"statement still blocked after the bound of {bound.seconds:g} s "
-        f"(caravel_lite.connections.bounded); its connection was shut down")
+    return cast(StatementTimedOut, bound.error())
 
 
 reconnects = TransientCounter()  # dead connections closed or replaced, per process

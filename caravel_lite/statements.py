@@ -124,9 +124,11 @@ class Statements:
                 f"SELECT {LEASE_COLUMNS} FROM {t} WHERE queue = {p} "
                 f"AND state = '{LEASED}' AND lease_token = {p}"),
             # What a lease operation whose reply was lost left: the row's state, token,
-            # expiry and last write. params: id
-            settled=(f"SELECT state, lease_token, lease_expires_at, updated_at FROM {t} "
-                     f"WHERE id = {p}"),
+            # expiry and last write, and the claim it was last leased by (its time and
+            # attempt count; the token is cleared by the operations that end a lease).
+            # params: id
+            settled=(f"SELECT state, lease_token, lease_expires_at, updated_at, claimed_at, "
+                     f"attempts, last_failure FROM {t} WHERE id = {p}"),
         )
 
 
@@ -287,7 +289,7 @@ class BatchStatements:
         return f"SELECT id FROM {JOBS_TABLE} WHERE id IN ({self._ids(n)})"
 
     def _completed_at(self, n: int) -> str:
-        # Which of n jobs a completion written at now_ms left COMPLETED (a lost
-        # reply's read-back). Params: *ids, now_ms.
-        return (f"SELECT id FROM {JOBS_TABLE} WHERE id IN ({self._ids(n)}) "
+        # Which of n jobs a completion written at now_ms left COMPLETED, with the claim
+        # each was last leased by (a lost reply's read-back). Params: *ids, now_ms.
+        return (f"SELECT id, claimed_at, attempts FROM {JOBS_TABLE} WHERE id IN ({self._ids(n)}) "
                 f"AND state = '{COMPLETED}' AND lease_token IS NULL AND updated_at = {self._p}")

@@ -13,6 +13,7 @@ import peewee
 import pytest
 
 from caravel_lite import Failure, open_database
+from caravel_lite.testing import ManualClock
 from caravel_lite.dialect import ClaimMethod
 from tests.contract.jobs import QUEUE, Ping, dispatch, make_queue, row, row_count
 from tests.faults.lossy import LossyProxy, server_address
@@ -80,6 +81,37 @@ def test_enqueue_many_whose_commit_reply_is_lost_keeps_its_answer(lossy, db):
     assert row_count(db) == 3  # the old job and two new ones, each once
     for result in results[:2]:
         assert row(db, result.job_id)["state"] == "pending"
+
+
+def test_enqueue_many_whose_commit_reaches_the_server_after_the_read_back(lossy, db):
+    """The race the read-back cannot close: the batch's COMMIT was still on its way
+    when the connection dropped, so the read-back found none of its ids and the batch
+    ran again; its repeat met the rows of the late commit (their ids are its own). The
+    call answers what the committed batch did, as enqueue does, instead of raising
+    IntegrityError for a batch it wrote (or reporting its own new jobs as duplicates)."""
+    proxy, app_db = lossy
+    queue = make_queue(app_db)
+    queue.enqueue(Ping(0), dispatch("old"))
+    proxy.reset_then_forward(b"COMMIT", 0.5)
+    results = queue.enqueue_many([(Ping(1), dispatch()), (Ping(2), dispatch("new")),
+                                  (Ping(0), dispatch("old")), (Ping(2), dispatch("new"))])
+    assert proxy.lost == [b"COMMIT"]
+    assert [r.already_enqueued for r in results] == [False, False, True, True]
+    assert results[3].job_id == results[1].job_id
+    assert row_count(db) == 3
+    for result in results[:2]:
+        assert row(db, result.job_id)["state"] == "pending"
+
+
+@pytest.mark.parametrize("key", [None, "k-1"], ids=["keyless", "keyed"])
+def test_an_enqueue_whose_insert_reaches_the_server_after_the_read_back(lossy, db, key):
+    proxy, app_db = lossy
+    queue = make_queue(app_db)
+    proxy.reset_then_forward(b"INSERT INTO caravel_jobs", 0.5)
+    result = queue.enqueue(Ping(1), dispatch(key))
+    assert proxy.lost == [b"INSERT INTO caravel_jobs"]
+    assert result.already_enqueued is False
+    assert row_count(db) == 1
 
 
 # -- claims --------------------------------------------------------------------------------
@@ -187,3 +219,73 @@ def test_renew_whose_reply_is_lost_returns_the_renewed_lease(lossy, db):
     stored = row(db, lease.job_id)
     assert stored["renewals"] == 1 and stored["lease_token"] == lease._token
     assert queue.complete(renewed) is True
+
+
+@pytest.mark.parametrize("operation", ["complete", "fail", "release", "snooze"])
+def test_a_stale_lease_whose_statement_never_ran_is_not_answered_by_another_write(
+        lossy, db, operation):
+    """The connection drops before the server ran the statement; in the same
+    millisecond another write left the row as this call would have (the sweep made it
+    pending again; the next holder completed it). The read-back must not take that row
+    for this call's write: the lease is stale and the answer False."""
+    proxy, app_db = lossy
+    clock = ManualClock()
+    queue = make_queue(app_db, clock, lease_duration=timedelta(seconds=30), max_attempts=3)
+    job = queue.enqueue(Ping(1), dispatch()).job_id
+    stale = queue.claim(QUEUE)
+    assert stale is not None
+    clock.advance(timedelta(seconds=31))
+    assert queue.reclaim_expired(QUEUE) == 1  # pending again, at this millisecond
+    if operation == "complete":
+        taker = queue.claim(QUEUE)
+        assert taker is not None and queue.complete(taker)
+    marker = {"complete": b"SET state = 'completed'", "fail": b"last_failure = ",
+              "release": b"attempts = attempts - 1",
+              "snooze": b"attempts = attempts - 1"}[operation]
+    proxy.reset_then_forward(marker, None)
+    if operation == "fail":
+        answer = queue.fail(stale, Failure.HANDLER_FAILED, error=ValueError("x"))
+    elif operation == "snooze":
+        answer = queue.snooze(stale, timedelta(seconds=5))
+    else:
+        answer = getattr(queue, operation)(stale)
+    assert proxy.lost == [marker]
+    assert answer is False
+    stored = row(db, job)
+    assert stored["state"] == ("completed" if operation == "complete" else "pending")
+    assert row_count(db, "caravel_failures") == 0
+
+
+def test_complete_many_of_stale_leases_is_not_answered_by_another_write(lossy, db):
+    """complete_many's read-back after a lost reply, for leases taken over and
+    completed by their next holders in the same millisecond."""
+    proxy, app_db = lossy
+    clock = ManualClock()
+    queue = make_queue(app_db, clock, lease_duration=timedelta(seconds=30))
+    for n in range(2):
+        queue.enqueue(Ping(n), dispatch())
+    stale = queue.claim_many(QUEUE, 2)
+    clock.advance(timedelta(seconds=31))
+    assert queue.reclaim_expired(QUEUE) == 2
+    assert queue.complete_many(queue.claim_many(QUEUE, 2)) == [True, True]
+    proxy.reset_then_forward(b"SET state = 'completed'", None)
+    assert queue.complete_many(stale) == [False, False]
+    assert proxy.lost == [b"SET state = 'completed'"]
+
+
+def test_a_claim_whose_sweep_lost_its_reply_still_takes_the_job_it_freed(lossy, db,
+                                                                        claim_path):
+    """The claim's sweep of an expired lease loses its reply after the server made the
+    job claimable; its repeat counts 0. The claim still takes the job (the RETURNING
+    path took a count of 0 for 'nothing swept' and answered None)."""
+    proxy, app_db = lossy
+    clock = ManualClock()
+    queue = make_queue(app_db, clock, lease_duration=timedelta(seconds=30))
+    job = queue.enqueue(Ping(1), dispatch()).job_id
+    assert queue.claim(QUEUE) is not None
+    clock.advance(timedelta(seconds=31))
+    marker = b"last_failure = 'lease_expired'"
+    proxy.lose_reply_to(marker)
+    lease = queue.claim(QUEUE)
+    _lost(proxy, marker)
+    assert lease is not None and lease.job_id == job and lease.attempt == 2

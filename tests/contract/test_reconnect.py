@@ -81,3 +81,46 @@ def test_the_librarys_own_short_transaction_is_repeated_after_a_drop(db, db_url,
     assert [r.already_enqueued for r in results] == [False, False]
     assert row_count(db) == 3
     app_db.close()
+
+
+def _manual_enqueue(app_db: peewee.Database, queue, n: int) -> None:
+    with app_db.manual_commit():
+        app_db.begin()
+        queue.enqueue(Ping(n), dispatch())
+        app_db.commit()
+
+
+def test_a_killed_connection_is_replaced_at_the_begin_of_a_manual_commit_block(db, db_url,
+                                                                                backend):
+    """``db.manual_commit()`` then ``db.begin()`` (how enqueue joins a caller's manual
+    transaction): peewee counts the block as a transaction from its start, so a dead
+    connection was never replaced there; every BEGIN failed, block after block."""
+    app_db = open_database(db_url)
+    queue = make_queue(app_db)
+    _manual_enqueue(app_db, queue, 1)
+    before = reconnects.value
+    for round_ in range(2):
+        _kill(backend, db, app_db)
+        _manual_enqueue(app_db, queue, 2 + round_)
+    assert reconnects.value - before == 2
+    assert row_count(db) == 3
+    app_db.close()
+
+
+def test_a_manual_commit_block_on_a_closed_connection_keeps_its_transaction(db, db_url,
+                                                                             backend):
+    """The connection closed (as after a dropped one): the BEGIN that opens the next one
+    keeps the manual block on peewee's transaction stack, so the enqueue inside joins
+    the caller's transaction and the block ends cleanly (peewee's connect cleared the
+    stack: the enqueue ran as if outside, and leaving the block raised IndexError)."""
+    app_db = open_database(db_url)
+    queue = make_queue(app_db)
+    app_db.close()  # (reading MariaDB's version connected it)
+    with app_db.manual_commit():
+        app_db.begin()
+        assert app_db.in_transaction()
+        queue.enqueue(Ping(1), dispatch())
+        app_db.rollback()
+    assert not app_db.in_transaction()
+    assert row_count(db) == 0  # it joined the transaction rolled back
+    app_db.close()

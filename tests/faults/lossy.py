@@ -9,7 +9,14 @@ every byte, so no TCP timeout ever fires).
   the statement and its commit), then the client's connection is reset and the
   server's closed. The client sees a dropped connection; the server committed.
 - ``black_hole()`` / ``restore()``: stop forwarding in both directions without closing
-  anything; resume.
+  anything; resume. ``black_hole_at(marker)``: black-hole from the next request that
+  contains ``marker`` on (that request is held back too), so that a chosen statement,
+  not the connect before it, is what blocks.
+- ``reset_then_forward(marker, seconds)``: the client's connection is reset as soon as
+  the next request containing ``marker`` comes, and the request reaches the server
+  ``seconds`` later: the server carries it out after the client's read-back (a
+  statement still on its way, or still running, when the connection dropped). With
+  ``seconds=None`` it never reaches the server (a reset before the server ran it).
 
 PostgreSQL connections should be opened with ``prepare_threshold=None``, so that every
 statement's SQL text travels with it (psycopg 3 otherwise sends a prepared statement's
@@ -20,6 +27,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from typing import List, Optional, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
@@ -30,6 +38,8 @@ class LossyProxy:
         self.settle = settle
         self._lock = threading.Lock()
         self._marker: Optional[bytes] = None
+        self._hole_marker: Optional[bytes] = None
+        self._late: Optional[Tuple[bytes, Optional[float]]] = None
         self._holed = threading.Event()
         self._open = threading.Event()
         self._open.set()
@@ -49,10 +59,18 @@ class LossyProxy:
         with self._lock:
             self._marker = marker
 
+    def black_hole_at(self, marker: bytes) -> None:
+        with self._lock:
+            self._hole_marker = marker
+
+    def reset_then_forward(self, marker: bytes, seconds: Optional[float]) -> None:
+        with self._lock:
+            self._late = (marker, seconds)
+
     @property
     def armed(self) -> bool:
         with self._lock:
-            return self._marker is not None
+            return self._marker is not None or self._late is not None
 
     def black_hole(self) -> None:
         self._holed.set()
@@ -102,12 +120,22 @@ class LossyProxy:
                 data = pair.client.recv(65536)
                 if not data:
                     break
+                with self._lock:
+                    if self._hole_marker is not None and self._hole_marker in data:
+                        self._hole_marker = None
+                        self.black_hole()
                 self._open.wait()
+                late = None
                 with self._lock:
                     marker = self._marker
                     if marker is not None and marker in data:
                         self._marker = None
                         pair.losing = marker
+                    if self._late is not None and self._late[0] in data:
+                        late, self._late = self._late, None
+                if late is not None:
+                    self._forward_late(pair, data, late)
+                    return
                 pair.server.sendall(data)
         except OSError:
             pass
@@ -130,6 +158,22 @@ class LossyProxy:
         finally:
             pair.end()
 
+    def _forward_late(self, pair: "_Pair", data: bytes,
+                      late: Tuple[bytes, Optional[float]]) -> None:
+        """Reset the client at once; send ``data`` to the server ``late[1]`` seconds later
+        (None: never), and close the server's side once it has had ``settle`` seconds
+        to carry it out."""
+        marker, seconds = late
+        self.lost.append(marker)
+        pair.reset_client()
+        if seconds is None:
+            _close(pair.server)
+            return
+        time.sleep(seconds)
+        pair.server.sendall(data)
+        time.sleep(self.settle)
+        _close(pair.server)
+
     def _discard_rest(self, pair: "_Pair") -> None:
         """The server answered the marked request: read the rest of its answer, then
         reset the client (it never learns the outcome) and close the server's side."""
@@ -151,6 +195,11 @@ class _Pair:
         self.losing: Optional[bytes] = None
 
     def reset(self) -> None:
+        self.reset_client()
+        self.end()
+        _close(self.server)
+
+    def reset_client(self) -> None:
         # SO_LINGER 0: the close is abortive (RST). The shutdown first wakes the other
         # pump thread, blocked in recv() on the same socket (a bare close would not).
         try:
@@ -158,9 +207,11 @@ class _Pair:
                                    struct.pack("ii", 1, 0))
         except OSError:
             pass
-        self.end()
+        try:
+            self.client.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         _close(self.client)
-        _close(self.server)
 
     def end(self) -> None:
         for sock in (self.client, self.server):
