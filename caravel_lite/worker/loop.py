@@ -174,20 +174,40 @@ class RunLoop:
         """About how many jobs handed to slots have not started yet."""
         return max(len(self.running) - self.slots_taken, 0)
 
+    def unstarted(self) -> List[QueueLease]:
+        """The leases of the jobs not started yet: waiting, or handed to a slot (or the
+        event loop) that has not reached them (behind a long handler, say)."""
+        return list(self.waiting) + [execution.lease for execution in self.running.values()
+                                     if execution.started_at is None]
+
     def stale_in(self) -> float:
-        """Seconds until the oldest waiting job is too old to start (the loop's waits
+        """Seconds until the oldest unstarted job is too old to start (the loop's waits
         end then, so it is handed back in time)."""
-        if not self.waiting:
+        leases = self.unstarted()
+        if not leases:
             return self.poll_interval
-        oldest = min(lease.expires_at for lease in self.waiting)
+        oldest = min(lease.expires_at for lease in leases)
         left = oldest - self.settler.stale_margin - self.settler.clock()
         return max(float(left.total_seconds()), 0.0)
 
     def hand_back_stale(self) -> None:
+        """Hand back the unstarted jobs grown too old to start: the waiting ones, and
+        the ones a slot was handed but has not reached, which the loop takes back
+        (:meth:`Execution.take`: the pool thread then skips them). Left in a slot's run
+        behind a handler that outlives their lease, they were neither started nor
+        handed back until their lease expired."""
         cutoff = self.settler.clock() + self.settler.stale_margin
         stale = [lease for lease in self.waiting if lease.expires_at <= cutoff]
         for lease in stale:
             self.waiting.remove(lease)
+        for key, execution in list(self.running.items()):
+            if (execution.started_at is None and execution.lease.expires_at <= cutoff
+                    and execution.take()):
+                del self.running[key]
+                if execution.is_async:
+                    self.slots_taken -= 1  # its task ends without a report
+                stale.append(execution.lease)
+        for lease in stale:
             self.settler.settle(lease, self.settler.too_old(lease)
                                 or Settlement(Outcome.RELEASED), batch=True)
 

@@ -112,3 +112,36 @@ def test_slots_going_on_by_themselves_never_exceed_the_concurrency(db, connect):
     running.join()
     assert sorted(ran) == list(range(120))
     assert 2 <= most[0] <= 3
+
+
+def test_a_job_queued_behind_a_long_handler_is_handed_back_before_its_lease_runs_out(
+        db, connect):
+    """A job handed to a slot behind a handler that outlives its lease is taken back by
+    the loop once its lease is too old to start, attempt unused (it sat there, neither
+    started nor handed back, until its lease expired and its attempt was spent)."""
+    registry = JobRegistry()
+    slow_started = threading.Event()
+    LONG, LAST = 30, 31
+
+    @registry.job("tests.step.v1", Step)
+    def handle(job: Step, ctx: JobContext) -> None:
+        if job.n == LONG:
+            slow_started.set()
+            ctx.cancelled.wait(10)  # until its deadline
+
+    opts = options(lease=2.0, renew=None)
+    queue = DatabaseQueue(db, registry, opts)
+    ids = [enqueue(queue, Step(n)) for n in range(LAST + 1)]
+    stop = threading.Event()
+    # One claim takes them all; once the first short job has ended, the slot is handed
+    # the rest as one run, the last behind the long one.
+    worker = QueueWorker(DatabaseQueue(connect(), registry, opts), prefetch=LAST + 1)
+    running = WorkerThread(worker, stop).start()
+    try:
+        assert slow_started.wait(10)
+        wait_for(lambda: status(queue, ids[LAST]).state is JobState.COMPLETED, timeout=15,
+                 message="the job queued behind the long one to be completed")
+    finally:
+        stop.set()
+        running.join(20)
+    assert status(queue, ids[LAST]).attempts == 1  # handed back unused, then run once
