@@ -1,0 +1,83 @@
+"""An interrupt that lands while the worker is writing (every database): a SIGTERM
+handler calling sys.exit, or SIGINT's KeyboardInterrupt, raised in the worker's loop
+while a batch of completions waits on a row lock. The batch is written by the exit
+path once the lock goes, and the interrupt, not a database error, ends the run."""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+
+import pytest
+
+from caravel_lite import DatabaseQueue, JobContext, JobRegistry, JobState, QueueWorker
+
+from tests.worker.helpers import QUEUE, enqueue, options, status
+
+
+@dataclass(frozen=True)
+class Step:
+    n: int
+
+
+class RowLocker:
+    """Holds a write lock on the jobs' rows (every row; SQLite: the database) from
+    another connection, in a thread of its own, until told to let go."""
+
+    def __init__(self, db, backend: str) -> None:
+        self.db = db
+        self.backend = backend
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self.thread = threading.Thread(target=self._main, daemon=True)
+
+    def _main(self) -> None:
+        db = self.db
+        if self.backend == "sqlite":
+            db.execute_sql("BEGIN IMMEDIATE")
+        else:
+            db.execute_sql("BEGIN")
+            db.execute_sql("SELECT id FROM caravel_jobs FOR UPDATE").fetchall()
+        self.held.set()
+        self.release.wait(30)
+        db.execute_sql("ROLLBACK")
+        db.close()
+
+    def hold(self) -> None:
+        self.thread.start()
+        assert self.held.wait(10)
+
+
+@pytest.mark.parametrize("how", ["sigterm-exit", "sigint"])
+def test_an_interrupt_during_a_stalled_completion_write_still_writes_it(
+        db, connect, backend, how):
+    registry = JobRegistry()
+    locker = RowLocker(connect(), backend)
+    main = threading.main_thread().ident
+    assert threading.get_ident() == main  # signals reach the worker's loop thread
+    signum = signal.SIGINT if how == "sigint" else signal.SIGTERM
+
+    def interrupt_then_unlock() -> None:
+        signal.pthread_kill(main, signum)  # type: ignore[arg-type]
+        threading.Timer(0.5, locker.release.set).start()
+
+    @registry.job("tests.step.v1", Step)
+    def handle(job: Step, ctx: JobContext) -> None:
+        locker.hold()  # the completion's write, right after this returns, waits on it
+        threading.Timer(0.5, interrupt_then_unlock).start()
+
+    queue = DatabaseQueue(db, registry, options(lease=30))
+    job_id = enqueue(queue, Step(0))
+    worker = QueueWorker(DatabaseQueue(connect(), registry, options(lease=30)))
+    previous = signal.getsignal(signal.SIGTERM)
+    if how == "sigterm-exit":  # the common application pattern
+        signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+    try:
+        with pytest.raises(KeyboardInterrupt if how == "sigint" else SystemExit):
+            worker.run(QUEUE)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        locker.release.set()
+    found = status(queue, job_id)  # returned before the interrupt: completed
+    assert (found.state, found.attempts) == (JobState.COMPLETED, 1)
