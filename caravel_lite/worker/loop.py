@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Deque, Dict, List, Optional, Tuple
 
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outage import OutagePolicy
+from caravel_lite.queue import new_claim_token
 from caravel_lite.values import QueueLease
 from caravel_lite.worker.acks import Acknowledgements
 from caravel_lite.worker.execution import Execution, Outcome, Runner, Scope, Settlement
@@ -84,6 +85,9 @@ class RunLoop:
         self.waiting: Deque[QueueLease] = deque()
         self.running: Dict[int, Execution] = {}
         self.slots_taken = 0
+        # A claim under way: (queue, token) from before it is sent until its leases
+        # are in ``waiting``.
+        self.claiming: Optional[Tuple[str, str]] = None
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -164,8 +168,13 @@ class RunLoop:
         for name in self.plan.order(self.names):
             if total >= limit:
                 break
-            batch = self.queue.claim_batch(name, limit - total)
+            # The token is known before the claim is sent: an interrupt that lands
+            # after the commit and before its leases are in ``waiting`` leaves the
+            # exit path the token to hand the rows back by (finish).
+            self.claiming = (name, new_claim_token())
+            batch = self.queue.claim_batch(name, limit - total, token=self.claiming[1])
             self.waiting.extend(batch.leases)
+            self.claiming = None
             total += len(batch.leases)
             contended = contended or batch.contended
         return total, contended
@@ -287,6 +296,9 @@ class RunLoop:
             else:
                 execution.control.cancel(CANCELLED)
         out.attempt(lambda: self._release(unstarted))
+        claiming, self.claiming = self.claiming, None
+        if claiming is not None:  # ended during a claim: its rows, if it committed
+            out.attempt(lambda: self._release_claim(*claiming))
         patience = (0.0 if isinstance(cause, (KeyboardInterrupt, SystemExit))
                     else self.shutdown_timeout)
         out.attempt(lambda: self._wait_for_running(time.monotonic() + patience, out))
@@ -319,6 +331,12 @@ class RunLoop:
             if not self.running or remaining <= 0:
                 return
             self.wakeup.wait(remaining)
+
+    def _release_claim(self, name: str, token: str) -> None:
+        released = self.queue.release_claim(name, token)
+        if released:
+            logger.info("%d job(s) of a claim the worker's stop cut short handed back",
+                        released)
 
     def _release(self, leases: List[QueueLease]) -> None:
         for index, lease in enumerate(leases):

@@ -81,3 +81,54 @@ def test_an_interrupt_during_a_stalled_completion_write_still_writes_it(
         locker.release.set()
     found = status(queue, job_id)  # returned before the interrupt: completed
     assert (found.state, found.attempts) == (JobState.COMPLETED, 1)
+
+
+class TableLocker(RowLocker):
+    """Holds the jobs table itself (SQLite: the database), so a claim waits on it."""
+
+    def _main(self) -> None:
+        db = self.db
+        if self.backend == "sqlite":
+            db.execute_sql("BEGIN IMMEDIATE")
+        elif self.backend == "postgres":
+            db.execute_sql("BEGIN")
+            db.execute_sql("LOCK TABLE caravel_jobs IN ACCESS EXCLUSIVE MODE")
+        else:
+            db.execute_sql("LOCK TABLES caravel_jobs WRITE")
+        self.held.set()
+        self.release.wait(30)
+        db.execute_sql("UNLOCK TABLES" if self.backend == "mysql" else "ROLLBACK")
+        db.close()
+
+
+@pytest.mark.parametrize("ride_out", [False, True])
+def test_sigint_during_a_stalled_claim_ends_the_run(db, connect, backend, ride_out):
+    # Python's own SIGINT handling: KeyboardInterrupt inside the claim's transaction.
+    # On MariaDB its rollback on the connection the interrupt broke used to raise an
+    # InterfaceError over it, read as a lost reply: the claim ran again and the worker
+    # went on running jobs after SIGINT (and so it did with max_outage).
+    registry = JobRegistry()
+    stop = threading.Event()
+    ran = []
+    main = threading.main_thread().ident
+
+    @registry.job("tests.step.v1", Step)
+    def handle(job: Step, ctx: JobContext) -> None:
+        ran.append(job.n)
+        stop.set()  # a run that goes on after SIGINT ends normally here
+
+    queue = DatabaseQueue(db, registry, options(lease=30))
+    job_id = enqueue(queue, Step(0))
+    locker = TableLocker(connect(), backend)
+    locker.hold()
+    threading.Timer(0.7, signal.pthread_kill, (main, signal.SIGINT)).start()
+    threading.Timer(1.2, locker.release.set).start()
+    worker = QueueWorker(DatabaseQueue(connect(), registry, options(lease=30)))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            worker.run(QUEUE, stop=stop, max_outage=30 if ride_out else None)
+    finally:
+        locker.release.set()
+    assert ran == []
+    found = status(queue, job_id)  # never claimed, or handed back: attempt unused
+    assert (found.state, found.attempts) == (JobState.PENDING, 0)
