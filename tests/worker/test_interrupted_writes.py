@@ -84,7 +84,13 @@ def test_an_interrupt_during_a_stalled_completion_write_still_writes_it(
 
 
 class TableLocker(RowLocker):
-    """Holds the jobs table itself (SQLite: the database), so a claim waits on it."""
+    """Holds the jobs table itself (SQLite: the database), so a claim waits on it:
+    ``mode`` "write" stops every statement, "read" (MariaDB) lets plain reads through,
+    so the claim waits inside its transaction, at its SELECT ... FOR UPDATE."""
+
+    def __init__(self, db, backend: str, mode: str = "write") -> None:
+        super().__init__(db, backend)
+        self.mode = mode
 
     def _main(self) -> None:
         db = self.db
@@ -92,17 +98,19 @@ class TableLocker(RowLocker):
             db.execute_sql("BEGIN IMMEDIATE")
         elif self.backend == "postgres":
             db.execute_sql("BEGIN")
-            db.execute_sql("LOCK TABLE caravel_jobs IN ACCESS EXCLUSIVE MODE")
+            lock = "ACCESS EXCLUSIVE" if self.mode == "write" else "EXCLUSIVE"
+            db.execute_sql(f"LOCK TABLE caravel_jobs IN {lock} MODE")
         else:
-            db.execute_sql("LOCK TABLES caravel_jobs WRITE")
+            db.execute_sql(f"LOCK TABLES caravel_jobs {self.mode.upper()}")
         self.held.set()
         self.release.wait(30)
         db.execute_sql("UNLOCK TABLES" if self.backend == "mysql" else "ROLLBACK")
         db.close()
 
 
+@pytest.mark.parametrize("mode", ["write", "read"])
 @pytest.mark.parametrize("ride_out", [False, True])
-def test_sigint_during_a_stalled_claim_ends_the_run(db, connect, backend, ride_out):
+def test_sigint_during_a_stalled_claim_ends_the_run(db, connect, backend, ride_out, mode):
     # Python's own SIGINT handling: KeyboardInterrupt inside the claim's transaction.
     # On MariaDB its rollback on the connection the interrupt broke used to raise an
     # InterfaceError over it, read as a lost reply: the claim ran again and the worker
@@ -119,7 +127,7 @@ def test_sigint_during_a_stalled_claim_ends_the_run(db, connect, backend, ride_o
 
     queue = DatabaseQueue(db, registry, options(lease=30))
     job_id = enqueue(queue, Step(0))
-    locker = TableLocker(connect(), backend)
+    locker = TableLocker(connect(), backend, mode)
     locker.hold()
     threading.Timer(0.7, signal.pthread_kill, (main, signal.SIGINT)).start()
     threading.Timer(1.2, locker.release.set).start()
