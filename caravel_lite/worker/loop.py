@@ -295,7 +295,7 @@ class RunLoop:
                 unstarted.append(execution.control.lease)
             else:
                 execution.control.cancel(CANCELLED)
-        out.attempt(lambda: self._release(unstarted))
+        out.attempt(lambda: self._release(unstarted, out))
         claiming, self.claiming = self.claiming, None
         if claiming is not None:  # ended during a claim: its rows, if it committed
             out.attempt(lambda: self._release_claim(*claiming))
@@ -338,7 +338,9 @@ class RunLoop:
             logger.info("%d job(s) of a claim the worker's stop cut short handed back",
                         released)
 
-    def _release(self, leases: List[QueueLease]) -> None:
+    def _release(self, leases: List[QueueLease], out: "_Exit") -> None:
+        """Hand back each lease; a further interrupt ends the one write it hits (that
+        job is taken again once its lease expires), not the hand-back of the others."""
         for index, lease in enumerate(leases):
             try:
                 self.acks.release(lease)
@@ -347,6 +349,8 @@ class RunLoop:
                                "again once their leases expire", len(leases) - index,
                                type(exc).__name__)
                 raise
+            except (KeyboardInterrupt, SystemExit) as exc:
+                out.interrupt = out.interrupt or exc
 
 
 class _Exit:

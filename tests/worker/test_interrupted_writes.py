@@ -140,3 +140,59 @@ def test_sigint_during_a_stalled_claim_ends_the_run(db, connect, backend, ride_o
     assert ran == []
     found = status(queue, job_id)  # never claimed, or handed back: attempt unused
     assert (found.state, found.attempts) == (JobState.PENDING, 0)
+
+
+def test_a_second_interrupt_during_the_hand_back_ends_one_write_not_the_rest(
+        db, connect, backend):
+    # prefetch 5, concurrency 1: job 0 runs, jobs 1-4 wait. Job 0 locks job 1's row,
+    # stops the worker (the first SIGINT of handle_signals) and interrupts it while
+    # the hand-back of job 1 waits on that lock (the second SIGINT).
+    registry = JobRegistry()
+    stop = threading.Event()
+    main = threading.main_thread().ident
+    ids = []
+    locker = None
+
+    @registry.job("tests.step.v1", Step)
+    def handle(job: Step, ctx: JobContext) -> None:
+        nonlocal locker
+        if job.n != 0:
+            return
+        locker = OneRowLocker(connect(), backend, ids[1])
+        locker.hold()
+        stop.set()
+        threading.Timer(0.7, signal.pthread_kill, (main, signal.SIGINT)).start()
+        threading.Timer(1.4, locker.release.set).start()
+
+    queue = DatabaseQueue(db, registry, options(lease=30))
+    ids.extend(enqueue(queue, Step(n)) for n in range(5))
+    worker = QueueWorker(DatabaseQueue(connect(), registry, options(lease=30)), prefetch=5)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            worker.run(QUEUE, stop=stop)
+    finally:
+        if locker is not None:
+            locker.release.set()
+    assert status(queue, ids[0]).state is JobState.COMPLETED
+    for job_id in ids[2:]:  # handed back after the interrupt ended job 1's write
+        found = status(queue, job_id)
+        assert (found.state, found.attempts) == (JobState.PENDING, 0)
+
+
+class OneRowLocker(RowLocker):
+    def __init__(self, db, backend: str, job_id) -> None:
+        super().__init__(db, backend)
+        self.job_id = job_id
+
+    def _main(self) -> None:
+        db = self.db
+        if self.backend == "sqlite":
+            db.execute_sql("BEGIN IMMEDIATE")
+        else:
+            db.execute_sql("BEGIN")
+            db.execute_sql(f"SELECT id FROM caravel_jobs WHERE id = {db.param} FOR UPDATE",
+                           (str(self.job_id),)).fetchall()
+        self.held.set()
+        self.release.wait(30)
+        db.execute_sql("ROLLBACK")
+        db.close()
