@@ -196,3 +196,27 @@ class OneRowLocker(RowLocker):
         self.release.wait(30)
         db.execute_sql("ROLLBACK")
         db.close()
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, SystemExit])
+def test_run_once_ended_by_an_interrupt_writes_what_it_holds(db, raised):
+    # prefetch 5: completions wait for the batch to end and four leases wait in the
+    # worker. An interrupt out of run_once (a Ctrl-C in the handler, which runs in the
+    # caller's thread) is most likely the process ending, without a close().
+    registry = JobRegistry()
+
+    @registry.job("tests.step.v1", Step)
+    def handle(job: Step, ctx: JobContext) -> None:
+        if job.n == 2:
+            raise raised()
+
+    queue = DatabaseQueue(db, registry, options(lease=30, max_attempts=3))
+    ids = [enqueue(queue, Step(n)) for n in range(5)]
+    worker = QueueWorker(queue, prefetch=5)
+    with pytest.raises(raised):
+        while worker.run_once(QUEUE):
+            pass
+    states = [(status(queue, job_id).state, status(queue, job_id).attempts) for job_id in ids]
+    assert states == [(JobState.COMPLETED, 1), (JobState.COMPLETED, 1),
+                      (JobState.PENDING, 1),  # its failure, written before the raise
+                      (JobState.PENDING, 0), (JobState.PENDING, 0)]  # handed back
