@@ -49,6 +49,11 @@ CONTENDED_PAUSE = 0.01
 # slow ones are handed one at a time, so no slot sits on work another could start.
 RUN_BUDGET = 0.02
 MAX_RUN = 64
+# A job queued in a slot's run that has not started this long after it was handed over
+# waits behind a handler that turned slow: while a slot is free and nothing else
+# waits, the loop takes it back and hands it to a free slot (else it would wait out
+# its lease there, and be dead-lettered unrun with its last attempt).
+STUCK_IN_RUN = 0.2
 
 
 class RunLoop:
@@ -103,6 +108,7 @@ class RunLoop:
                 if stop.is_set():
                     return
                 self.hand_back_stale()
+                self.take_back_stuck()
                 self.start_waiting()
                 free = max(self.concurrency - self.slots_taken, 0)
                 want = self.plan.want(free, len(self.waiting) + self.queued_in_slots())
@@ -122,7 +128,7 @@ class RunLoop:
                     self.acks.flush()  # before going idle
                     if policy is not None:
                         policy.succeeded()
-                    timeout = self.poll_interval
+                    timeout = min(self.poll_interval, self.stuck_in())
                     if self.pruning is not None:
                         # At most one batch pruned; the wait for work that follows
                         # lasts until the next batch is due, the pause it asked for.
@@ -218,6 +224,7 @@ class RunLoop:
             first = self.settler.admit(self.waiting.popleft(), batch=True)
             if first is None:
                 continue
+            first.handed_at = time.monotonic()
             self.running[id(first)] = first
             self.slots_taken += 1
             if first.is_async:
@@ -232,9 +239,37 @@ class RunLoop:
                     break  # it takes a slot of its own
                 execution = self.settler.admit(self.waiting.popleft(), batch=True)
                 if execution is not None:
+                    execution.handed_at = time.monotonic()
                     self.running[id(execution)] = execution
                     batch.append(execution)
             self.executor.submit(functools.partial(self.slot.run, batch))
+
+    def queued_stuck(self) -> List[Execution]:
+        """Jobs queued in slots' runs, not started, for longer than STUCK_IN_RUN."""
+        cutoff = time.monotonic() - STUCK_IN_RUN
+        return [execution for execution in self.running.values()
+                if execution.handed_at is not None and execution.started_at is None
+                and execution.handed_at <= cutoff]
+
+    def take_back_stuck(self) -> None:
+        """With a slot free and nothing waiting, take back the jobs stuck in a run
+        behind a slow handler (whoever takes a job first starts or hands it back:
+        :meth:`Execution.take`) to hand them out again, in claim order."""
+        if self.slots_taken >= self.concurrency or self.waiting:
+            return
+        for execution in self.queued_stuck():
+            if execution.take():
+                del self.running[id(execution)]
+                self.waiting.append(execution.control.lease)
+
+    def stuck_in(self) -> float:
+        """Seconds until a job queued in a run counts as stuck (the idle wait ends
+        then, so that it is taken back in time)."""
+        handed = [execution.handed_at for execution in self.running.values()
+                  if execution.handed_at is not None and execution.started_at is None]
+        if not handed:
+            return self.poll_interval
+        return max(min(handed) + STUCK_IN_RUN - time.monotonic(), 0.0) + 0.001
 
     def runs_are_short(self) -> bool:
         average = self.plan.average
