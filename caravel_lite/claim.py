@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from typing import Any, List, Sequence, Set, Tuple
+from typing import Any, List, Optional, Sequence, Set, Tuple
 
 import peewee
 
@@ -109,9 +109,17 @@ class Claimer:
     # -- claiming ---------------------------------------------------------------------
 
     def claim(self, queue_name: str, limit: int, now_us: int, now_ms: int,
-              expires_ms: int) -> ClaimBatch:
-        """Up to ``limit`` leases, best first (inputs already validated)."""
-        return self._claim(queue_name, limit, now_us, now_ms, expires_ms)
+              expires_ms: int, token: Optional[str] = None) -> ClaimBatch:
+        """Up to ``limit`` leases, best first (inputs already validated), all under
+        ``token`` when given (else a fresh one)."""
+        return self._claim(queue_name, limit, now_us, now_ms, expires_ms,
+                           token or secrets.token_hex(16))
+
+    def held(self, queue_name: str, token: str, expires_ms: int,
+             now_us: int) -> List[QueueLease]:
+        """The leases of the rows of ``queue_name`` still leased under ``token``."""
+        return [self._lease(queue_name, row, row[1], token, expires_ms, now_us)
+                for row in self._read(self._sql.leased_by_token, (queue_name, token))]
 
     def _lease(self, queue_name: str, row: Sequence[Any], attempt: int, token: str,
                expires_ms: int, now_us: int) -> QueueLease:
@@ -122,7 +130,7 @@ class Claimer:
                           payload, token, now_us, max_attempts, str(job_id))
 
     def _claim_returning(self, queue_name: str, limit: int, now_us: int, now_ms: int,
-                         expires_ms: int) -> ClaimBatch:
+                         expires_ms: int, token: str) -> ClaimBatch:
         """One UPDATE ... RETURNING takes the best due rows. It claims nothing while the
         queue holds an expired lease; then the sweep runs and the claim is repeated
         once (whatever the sweep's counts say: after a lost reply its repeat counts 0
@@ -130,8 +138,7 @@ class Claimer:
         claim that is taking them, so an empty answer means nothing was free: never
         ``contended``."""
         sql = self._batch.claim_returning(limit)
-        for _ in range(2):
-            token = secrets.token_hex(16)
+        for _ in range(2):  # the second after a sweep: the first took nothing
             params = (queue_name, now_ms, token, expires_ms, now_ms, now_ms, queue_name,
                       now_ms)
 
@@ -154,7 +161,7 @@ class Claimer:
         return ClaimBatch((), False)
 
     def _claim_locked(self, queue_name: str, limit: int, now_us: int, now_ms: int,
-                      expires_ms: int) -> ClaimBatch:
+                      expires_ms: int, token: str) -> ClaimBatch:
         """Sweep if a lease expired, then one short transaction: read the best due rows
         ``FOR UPDATE SKIP LOCKED`` and lease them. The rows stay locked by this
         transaction from the read to the commit, so the UPDATE takes every one of them;
@@ -162,7 +169,6 @@ class Claimer:
         instead of silent. Like RETURNING, never ``contended``."""
         self.sweep(queue_name, now_ms)
         read = self._batch.claim_locked(limit)
-        token = secrets.token_hex(16)
 
         def transaction() -> List[QueueLease]:
             with self.db.atomic():
@@ -185,7 +191,7 @@ class Claimer:
                           False)
 
     def _claim_portable(self, queue_name: str, limit: int, now_us: int, now_ms: int,
-                        expires_ms: int) -> ClaimBatch:
+                        expires_ms: int, token: str) -> ClaimBatch:
         """Read the best due candidates (and whether any lease expired) in one
         statement, then take them with one UPDATE fenced on each row's observed state;
         a lost race moves on to the next candidates, for a bounded number of rounds.
@@ -209,7 +215,7 @@ class Claimer:
                 batch = candidates[:limit - len(leases)]
                 del candidates[:len(batch)]
                 tried.update(row[0] for row in batch)
-                leases += self._take(queue_name, batch, now_us, now_ms, expires_ms)
+                leases += self._take(queue_name, batch, now_us, now_ms, expires_ms, token)
             if len(leases) >= limit:
                 break
         return ClaimBatch(tuple(leases), bool(tried) and not leases)

@@ -16,6 +16,7 @@ snooze), which are fenced by the lease and may be repeated, the row they wrote
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from datetime import timedelta
 from typing import Any, List, Optional, Sequence, Set, Tuple
 
@@ -40,7 +41,7 @@ from caravel_lite.statements import BatchStatements, Statements
 from caravel_lite.statements import COMPLETED, DEAD, LEASED, PENDING
 from caravel_lite.values import ClaimBatch, Failure, QueueLease
 
-__all__ = ["DatabaseQueue", "CANDIDATES", "MAX_BATCH", "backoff_micros"]
+__all__ = ["DatabaseQueue", "CANDIDATES", "MAX_BATCH", "backoff_micros", "new_claim_token"]
 # Largest claim_many; complete_many and enqueue_many split longer batches into
 # statements of at most this many rows (well under every database's parameter limit).
 MAX_BATCH = 1000
@@ -50,6 +51,11 @@ COMPLETE_CHUNK = 100
 class _PartialBatch(Exception):
     """A batch statement matched fewer rows than it named (rolled back, then settled
     one by one)."""
+
+
+def new_claim_token() -> str:
+    """A fresh lease token for :meth:`DatabaseQueue.claim_batch` (random, 128 bits)."""
+    return secrets.token_hex(16)
 
 
 def backoff_micros(options: QueueOptions, attempt: int) -> int:
@@ -138,21 +144,38 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         validation.check_queue(queue)
         return list(self._claim_batch(queue, limit).leases)
 
-    def claim_batch(self, queue_name: str, limit: int) -> ClaimBatch:
+    def claim_batch(self, queue_name: str, limit: int, *,
+                    token: Optional[str] = None) -> ClaimBatch:
         """:meth:`claim_many` that also says whether an empty answer means an empty
         queue: ``contended`` is True when due jobs existed but another claimer took
         every one first (possible only on the portable path of servers without SKIP
         LOCKED); a caller may then claim again at once rather than wait. A lost reply
-        is recovered as :meth:`claim`'s."""
+        is recovered as :meth:`claim`'s.
+
+        ``token`` (from :func:`new_claim_token`): the lease token to claim under,
+        chosen by the caller, so that a caller whose answer never reached it (an
+        interrupt after the commit) can hand its rows back: :meth:`release_claim`."""
         validation.check_queue(queue_name, "queue_name")
-        return self._claim_batch(queue_name, limit)
+        if token is not None and not (isinstance(token, str) and len(token) == 32):
+            raise InvalidField("token", "must come from caravel_lite.queue.new_claim_token()")
+        return self._claim_batch(queue_name, limit, token)
 
     @budgeted
-    def _claim_batch(self, queue_name: str, limit: int) -> ClaimBatch:
+    def release_claim(self, queue_name: str, token: str) -> int:
+        """Hand back (as :meth:`release`, attempt given back) every job of
+        ``queue_name`` still leased under the claim ``token``: a claim whose answer its
+        caller never got. Returns how many; may be repeated (a repeat finds none)."""
+        now_us = self._now_us()
+        held = self._claimer.held(queue_name, token, ceil_ms(now_us + self._lease_us), now_us)
+        return sum(1 for lease in held if self.release(lease))
+
+    @budgeted
+    def _claim_batch(self, queue_name: str, limit: int,
+                     token: Optional[str] = None) -> ClaimBatch:
         validation.check_int("limit", limit, 1, MAX_BATCH)
         now_us = self._now_us()
         batch = self._claimer.claim(queue_name, limit, now_us, floor_ms(now_us),
-                                    ceil_ms(now_us + self._lease_us))
+                                    ceil_ms(now_us + self._lease_us), token)
         if batch.leases:
             self.telemetry.count("claimed", queue_name, len(batch.leases))
         return batch

@@ -79,6 +79,41 @@ class Reconnect(_Database):
             return super(Reconnect, self).execute_sql(sql, params)  # type: ignore[no-untyped-call]
         except (peewee.OperationalError, peewee.InterfaceError) as exc:
             raise self._failed(exc)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                self._interrupted()
+            raise
+
+    def commit(self) -> None:
+        try:
+            super(Reconnect, self).commit()
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                self._interrupted()
+            raise
+
+    def rollback(self) -> None:
+        if self.__dict__.get("_cut_short") is self._state.conn:  # type: ignore[attr-defined]
+            # The transaction's connection was cut short mid-statement by an
+            # interrupt: no ROLLBACK is sent on it (PyMySQL has closed it, psycopg may
+            # still be reading the reply), and none fails over the interrupt being
+            # raised. Closing it ends the transaction on the server, rolled back.
+            self._cut_short = None
+            discard_connection(self)
+            return
+        super(Reconnect, self).rollback()
+
+    def _interrupted(self) -> None:
+        """An interrupt (``KeyboardInterrupt``, a signal handler's ``SystemExit``) was
+        raised while a statement ran: the driver may be mid-reply, so this connection
+        is never used again (outside a transaction it is closed now; inside one, at
+        its rollback, which sends nothing on it)."""
+        logger.warning("database statement cut short by %s; its connection is closed",
+                       "an interrupt")
+        if self.in_transaction():
+            self._cut_short = self._state.conn  # type: ignore[attr-defined]
+        else:
+            discard_connection(self)
 
     def begin(self, *args: Any, **kwargs: Any) -> None:
         # BEGIN runs before Peewee records the transaction: nothing is lost here yet.

@@ -59,7 +59,10 @@ class Acknowledgements:
 
     def flush(self) -> None:
         """Write everything waiting now; database errors propagate (what was not
-        written stays for the next flush)."""
+        written stays for the next flush). So does an interrupt (``SystemExit`` from a
+        signal handler, ``KeyboardInterrupt``) raised while a write waits on the
+        database: the worker's exit path flushes again, and fenced writes may be
+        repeated."""
         with self._lock:
             while self._unwritten:
                 what, lease, write = self._unwritten[0]
@@ -71,7 +74,7 @@ class Acknowledgements:
                 return
             try:
                 results = self.queue.complete_many(batch)
-            except BaseException:  # an interrupt too: what was not written is kept
+            except BaseException:  # an interrupt too: the exit path writes them
                 self._completions[:0] = batch
                 self._due = min((lease.expires_at for lease in batch)) - self._margin
                 raise
@@ -145,7 +148,7 @@ class Acknowledgements:
         with self._lock:
             try:
                 done = write()
-            except BaseException:  # an interrupt too: what was not written is kept
+            except BaseException:  # an interrupt too: the exit path writes it
                 self._unwritten.append((what, lease, write))
                 raise
         self._report(what, lease, done)

@@ -75,6 +75,7 @@ class Execution:
         self.control = JobControl(lease)
         self.settlement: Optional[Settlement] = None
         self.started_at: Optional[float] = None  # monotonic, when its handler started
+        self.handed_at: Optional[float] = None   # monotonic, when the loop queued it in a run
         self.ended_at: Optional[float] = None    # monotonic, when its outcome was decided
         # Taken once, by whoever comes first: the thread about to start the handler, or
         # the worker's loop handing the job back unstarted (a stop). So a job handed to

@@ -81,7 +81,18 @@ class Executor:
     def _run_loop(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
         asyncio.set_event_loop(loop)
         loop.call_soon(ready.set)
-        loop.run_forever()
+        while True:
+            try:
+                loop.run_forever()
+                return  # stopped by close()
+            except BaseException as exc:
+                # asyncio re-raises a SystemExit or KeyboardInterrupt that a task let
+                # out (a task a handler made, a callback it scheduled) out of
+                # run_forever; the loop itself is intact. Run it again: else the
+                # handler waiting on that task, and every async job after it, never
+                # runs again (the handler then gets the error from what it awaited).
+                logger.error("caravel_lite: %s escaped a task on the worker's event "
+                             "loop; the loop goes on", type(exc).__name__)
 
     def spawn(self, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Start the coroutine ``make()`` as a task on the worker's event loop."""

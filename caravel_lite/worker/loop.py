@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Deque, Dict, List, Optional, Tuple
 
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outage import OutagePolicy
+from caravel_lite.queue import new_claim_token
 from caravel_lite.values import QueueLease
 from caravel_lite.worker.acks import Acknowledgements
 from caravel_lite.worker.execution import Execution, Outcome, Runner, Scope, Settlement
@@ -48,6 +49,11 @@ CONTENDED_PAUSE = 0.01
 # slow ones are handed one at a time, so no slot sits on work another could start.
 RUN_BUDGET = 0.02
 MAX_RUN = 64
+# A job queued in a slot's run that has not started this long after it was handed over
+# waits behind a handler that turned slow: while a slot is free and nothing else
+# waits, the loop takes it back and hands it to a free slot (else it would wait out
+# its lease there, and be dead-lettered unrun with its last attempt).
+STUCK_IN_RUN = 0.2
 
 
 class RunLoop:
@@ -84,6 +90,9 @@ class RunLoop:
         self.waiting: Deque[QueueLease] = deque()
         self.running: Dict[int, Execution] = {}
         self.slots_taken = 0
+        # A claim under way: (queue, token) from before it is sent until its leases
+        # are in ``waiting``.
+        self.claiming: Optional[Tuple[str, str]] = None
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -99,6 +108,7 @@ class RunLoop:
                 if stop.is_set():
                     return
                 self.hand_back_stale()
+                self.take_back_stuck()
                 self.start_waiting()
                 free = max(self.concurrency - self.slots_taken, 0)
                 want = self.plan.want(free, len(self.waiting) + self.queued_in_slots())
@@ -118,7 +128,7 @@ class RunLoop:
                     self.acks.flush()  # before going idle
                     if policy is not None:
                         policy.succeeded()
-                    timeout = self.poll_interval
+                    timeout = min(self.poll_interval, self.stuck_in())
                     if self.pruning is not None:
                         # At most one batch pruned; the wait for work that follows
                         # lasts until the next batch is due, the pause it asked for.
@@ -164,8 +174,13 @@ class RunLoop:
         for name in self.plan.order(self.names):
             if total >= limit:
                 break
-            batch = self.queue.claim_batch(name, limit - total)
+            # The token is known before the claim is sent: an interrupt that lands
+            # after the commit and before its leases are in ``waiting`` leaves the
+            # exit path the token to hand the rows back by (finish).
+            self.claiming = (name, new_claim_token())
+            batch = self.queue.claim_batch(name, limit - total, token=self.claiming[1])
             self.waiting.extend(batch.leases)
+            self.claiming = None
             total += len(batch.leases)
             contended = contended or batch.contended
         return total, contended
@@ -229,6 +244,7 @@ class RunLoop:
             first = self.settler.admit(self.waiting.popleft(), batch=True)
             if first is None:
                 continue
+            first.handed_at = time.monotonic()
             self.running[id(first)] = first
             self.slots_taken += 1
             if first.is_async:
@@ -243,9 +259,37 @@ class RunLoop:
                     break  # it takes a slot of its own
                 execution = self.settler.admit(self.waiting.popleft(), batch=True)
                 if execution is not None:
+                    execution.handed_at = time.monotonic()
                     self.running[id(execution)] = execution
                     batch.append(execution)
             self.executor.submit(functools.partial(self.slot.run, batch))
+
+    def queued_stuck(self) -> List[Execution]:
+        """Jobs queued in slots' runs, not started, for longer than STUCK_IN_RUN."""
+        cutoff = time.monotonic() - STUCK_IN_RUN
+        return [execution for execution in self.running.values()
+                if execution.handed_at is not None and execution.started_at is None
+                and execution.handed_at <= cutoff]
+
+    def take_back_stuck(self) -> None:
+        """With a slot free and nothing waiting, take back the jobs stuck in a run
+        behind a slow handler (whoever takes a job first starts or hands it back:
+        :meth:`Execution.take`) to hand them out again, in claim order."""
+        if self.slots_taken >= self.concurrency or self.waiting:
+            return
+        for execution in self.queued_stuck():
+            if execution.take():
+                del self.running[id(execution)]
+                self.waiting.append(execution.control.lease)
+
+    def stuck_in(self) -> float:
+        """Seconds until a job queued in a run counts as stuck (the idle wait ends
+        then, so that it is taken back in time)."""
+        handed = [execution.handed_at for execution in self.running.values()
+                  if execution.handed_at is not None and execution.started_at is None]
+        if not handed:
+            return self.poll_interval
+        return max(min(handed) + STUCK_IN_RUN - time.monotonic(), 0.0) + 0.001
 
     def runs_are_short(self) -> bool:
         average = self.plan.average
@@ -306,7 +350,10 @@ class RunLoop:
                 unstarted.append(execution.control.lease)
             else:
                 execution.control.cancel(CANCELLED)
-        out.attempt(lambda: self._release(unstarted))
+        out.attempt(lambda: self._release(unstarted, out))
+        claiming, self.claiming = self.claiming, None
+        if claiming is not None:  # ended during a claim: its rows, if it committed
+            out.attempt(lambda: self._release_claim(*claiming))
         patience = (0.0 if isinstance(cause, (KeyboardInterrupt, SystemExit))
                     else self.shutdown_timeout)
         out.attempt(lambda: self._wait_for_running(time.monotonic() + patience, out))
@@ -340,7 +387,15 @@ class RunLoop:
                 return
             self.wakeup.wait(remaining)
 
-    def _release(self, leases: List[QueueLease]) -> None:
+    def _release_claim(self, name: str, token: str) -> None:
+        released = self.queue.release_claim(name, token)
+        if released:
+            logger.info("%d job(s) of a claim the worker's stop cut short handed back",
+                        released)
+
+    def _release(self, leases: List[QueueLease], out: "_Exit") -> None:
+        """Hand back each lease; a further interrupt ends the one write it hits (that
+        job is taken again once its lease expires), not the hand-back of the others."""
         for index, lease in enumerate(leases):
             try:
                 self.acks.release(lease)
@@ -349,6 +404,8 @@ class RunLoop:
                                "again once their leases expire", len(leases) - index,
                                type(exc).__name__)
                 raise
+            except (KeyboardInterrupt, SystemExit) as exc:
+                out.interrupt = out.interrupt or exc
 
 
 class _Exit:

@@ -295,8 +295,22 @@ class QueueWorker:
         done, before the next claim, or by :meth:`close`). ``stop``, when given and set
         while the handler runs, tells it to stop. A ``KeyboardInterrupt`` or
         ``SystemExit`` raised in the handler is raised again, after the job's outcome
-        (a handler failure) was written."""
+        (a handler failure) was written; and since an interrupt is most likely the
+        process ending, with no :meth:`close` to follow, the completions this worker
+        holds are written and the leases it claimed ahead handed back first."""
         validation.check_queue(queue_name)
+        try:
+            return self._run_once(queue_name, stop)
+        except (KeyboardInterrupt, SystemExit):
+            try:
+                self._flush_once()
+            except BaseException as exc:  # a database error, or a further interrupt
+                logger.warning("run_once interrupted: not all it held was written (%s); "
+                               "those jobs run again once their leases expire",
+                               type(exc).__name__)
+            raise
+
+    def _run_once(self, queue_name: str, stop: Optional[threading.Event]) -> bool:
         batch = (self.prefetch or 1) > 1
         lease = self._next_waiting(queue_name)
         if lease is None:

@@ -55,8 +55,8 @@ class LoggedQueue(DatabaseQueue):
             self.log.line("claim", lease.job_id, lease.attempt, jobs.now_us(),
                           int(lease.expires_at.timestamp() * 1_000_000))
 
-    def claim_batch(self, queue_name: str, limit: int) -> ClaimBatch:
-        batch = super().claim_batch(queue_name, limit)
+    def claim_batch(self, queue_name: str, limit: int, **options: Any) -> ClaimBatch:
+        batch = super().claim_batch(queue_name, limit, **options)
         self._logged(batch.leases)
         return batch
 

@@ -103,3 +103,25 @@ def test_release_and_snooze_check_their_arguments(db):
     with pytest.raises(InvalidField, match="delay"):
         queue.snooze(lease, -timedelta(seconds=1))
     assert queue.release(lease) is True
+
+
+def test_release_claim_hands_back_what_a_claim_under_its_token_leased(db):
+    from caravel_lite.queue import new_claim_token
+
+    metrics = Metrics()
+    queue = _queue(db, metrics)
+    ids = [queue.enqueue(Item(n), Dispatch(queue=QUEUE, tenant_id=TENANT)).job_id
+           for n in range(4)]
+    token, other = new_claim_token(), new_claim_token()
+    mine = queue.claim_batch(QUEUE, 3, token=token).leases
+    theirs = queue.claim_batch(QUEUE, 1, token=other).leases
+    assert [lease._token for lease in mine] == [token] * 3 and len(theirs) == 1
+    # The caller never got `mine` (an interrupt after the commit): by the token alone.
+    assert queue.release_claim(QUEUE, token) == 3
+    assert queue.release_claim(QUEUE, token) == 0  # repeated: nothing more
+    for lease in mine:
+        assert _row(db, lease.job_id)[:2] == (JobState.PENDING.value, 0)
+    assert _row(db, theirs[0].job_id)[:2] == (JobState.LEASED.value, 1)  # another claim's
+    assert sorted(str(i) for i in ids) == sorted(str(x.job_id) for x in (*mine, *theirs))
+    with pytest.raises(InvalidField, match="token"):
+        queue.claim_batch(QUEUE, 1, token="not-a-token")

@@ -39,9 +39,9 @@ class PhaseQueue(DatabaseQueue):
             jobs.phase("claimed")
         return lease
 
-    def claim_batch(self, queue_name: str, limit: int) -> Any:
+    def claim_batch(self, queue_name: str, limit: int, **options: Any) -> Any:
         jobs.phase("claiming")
-        batch = super().claim_batch(queue_name, limit)
+        batch = super().claim_batch(queue_name, limit, **options)
         if batch.leases:
             jobs.phase("claimed")
         return batch

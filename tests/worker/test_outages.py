@@ -147,7 +147,7 @@ class Down(DatabaseQueue):
     def claim(self, queue_name: str) -> Any:
         raise peewee.OperationalError("simulated outage")
 
-    def claim_batch(self, queue_name: str, limit: int) -> Any:
+    def claim_batch(self, queue_name: str, limit: int, **options: Any) -> Any:
         raise peewee.OperationalError("simulated outage")
 
 

@@ -107,12 +107,12 @@ class Contended(DatabaseQueue):
     losses = 3
     calls = 0
 
-    def claim_batch(self, queue_name, limit):
+    def claim_batch(self, queue_name, limit, **options):
         self.calls += 1
         if self.losses > 0:
             self.losses -= 1
             return ClaimBatch((), True)
-        return super().claim_batch(queue_name, limit)
+        return super().claim_batch(queue_name, limit, **options)
 
 
 def test_a_claim_that_lost_every_race_is_repeated_at_once(db, connect, monkeypatch):
