@@ -3,7 +3,8 @@
 - :mod:`~caravel_lite.worker.runtime`: :class:`QueueWorker`, its settings, ``run`` and
   ``run_once``;
 - :mod:`~caravel_lite.worker.loop`: one run: the loop thread, sole owner of the run's
-  slots, waiting and running jobs and unwritten outcomes, and the run's one exit path;
+  slots, waiting and running jobs and unwritten outcomes, and the run's one exit path
+  (its database steps in :mod:`~caravel_lite.worker.ending`);
 - :mod:`~caravel_lite.worker.slots`: the pool's side of a slot, and the inbox through
   which pool threads and the event loop report to the loop;
 - :mod:`~caravel_lite.worker.planning`: how much to claim, and from which queue first;

@@ -22,6 +22,7 @@ from caravel_lite.outage import OutagePolicy
 from caravel_lite.queue import new_claim_token
 from caravel_lite.values import QueueLease
 from caravel_lite.worker.acks import Acknowledgements
+from caravel_lite.worker.ending import ExitSteps, hand_back, release_claim
 from caravel_lite.worker.execution import Execution, Outcome, Runner, Scope, Settlement
 from caravel_lite.worker.executor import Executor
 from caravel_lite.worker.planning import ClaimPlan
@@ -341,7 +342,7 @@ class RunLoop:
         self.inbox.stopping = True
         self.inbox.listening = True  # from now on every report wakes the wait below
         self.settler.stopping = True
-        out = _Exit()
+        out = ExitSteps()
         unstarted = list(self.waiting)
         self.waiting.clear()
         for key, execution in list(self.running.items()):
@@ -350,10 +351,10 @@ class RunLoop:
                 unstarted.append(execution.control.lease)
             else:
                 execution.control.cancel(CANCELLED)
-        out.attempt(lambda: self._release(unstarted, out))
+        out.attempt(lambda: hand_back(self.acks, unstarted, out))
         claiming, self.claiming = self.claiming, None
         if claiming is not None:  # ended during a claim: its rows, if it committed
-            out.attempt(lambda: self._release_claim(*claiming))
+            out.attempt(lambda: release_claim(self.queue, *claiming))
         patience = (0.0 if isinstance(cause, (KeyboardInterrupt, SystemExit))
                     else self.shutdown_timeout)
         out.attempt(lambda: self._wait_for_running(time.monotonic() + patience, out))
@@ -377,7 +378,7 @@ class RunLoop:
         if out.errors:
             raise out.errors[0]
 
-    def _wait_for_running(self, deadline: float, out: "_Exit") -> None:
+    def _wait_for_running(self, deadline: float, out: ExitSteps) -> None:
         """Settle reports as they come until nothing runs or ``deadline`` passes."""
         while True:
             self.wakeup.clear()
@@ -386,39 +387,3 @@ class RunLoop:
             if not self.running or remaining <= 0:
                 return
             self.wakeup.wait(remaining)
-
-    def _release_claim(self, name: str, token: str) -> None:
-        released = self.queue.release_claim(name, token)
-        if released:
-            logger.info("%d job(s) of a claim the worker's stop cut short handed back",
-                        released)
-
-    def _release(self, leases: List[QueueLease], out: "_Exit") -> None:
-        """Hand back each lease; a further interrupt ends the one write it hits (that
-        job is taken again once its lease expires), not the hand-back of the others."""
-        for index, lease in enumerate(leases):
-            try:
-                self.acks.release(lease)
-            except Exception as exc:  # the database is away: the rest would fail too
-                logger.warning("%d unstarted job(s) not handed back (%s); they are taken "
-                               "again once their leases expire", len(leases) - index,
-                               type(exc).__name__)
-                raise
-            except (KeyboardInterrupt, SystemExit) as exc:
-                out.interrupt = out.interrupt or exc
-
-
-class _Exit:
-    """What went wrong on the way out of a run: database errors, a further interrupt."""
-
-    def __init__(self) -> None:
-        self.errors: List[Exception] = []
-        self.interrupt: Optional[BaseException] = None
-
-    def attempt(self, step: Callable[[], None]) -> None:
-        try:
-            step()
-        except Exception as exc:
-            self.errors.append(exc)
-        except (KeyboardInterrupt, SystemExit) as exc:
-            self.interrupt = self.interrupt or exc
