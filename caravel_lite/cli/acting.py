@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Dict, Sequence
 
 from caravel_lite.admin import QueueAdmin
 from caravel_lite.cli import common, operating
@@ -16,6 +16,19 @@ def add_ids(parser: argparse.ArgumentParser, nargs: str = "+") -> None:
     parser.add_argument("job_ids", nargs=nargs, type=operating.job_id, metavar="JOB_ID")
     parser.add_argument("--dry-run", action="store_true",
                         help="say what would be done and change nothing")
+
+
+def require_ids_or_filters(args: argparse.Namespace, filters: Dict[str, Any],
+                           examples: str, with_ids: Sequence[str] = ()) -> None:
+    """Check that the command names job ids or filters (or ``--all``), never both;
+    ``with_ids`` are filters that may come with job ids (``--state``)."""
+    chosen = {name for name, value in filters.items() if value is not None}
+    if args.job_ids and (chosen - set(with_ids) or args.all):
+        also = (f" (with {', '.join('--' + name for name in with_ids)} at most)"
+                if with_ids else "")
+        raise common.UsageError(f"give job ids{also} or filters, not both")
+    if not args.job_ids and not chosen and not args.all:
+        raise common.UsageError(f"give job ids, a filter ({examples} ...) or --all")
 
 
 def on_ids(args: argparse.Namespace, admin: QueueAdmin, verb: str,

@@ -29,12 +29,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 def run(args: argparse.Namespace) -> int:
     filters = {**operating.filters_of(args), "state": args.state}
-    chosen = {k: v for k, v in filters.items() if v is not None}
-    if args.job_ids and (set(chosen) - {"state"} or args.all):
-        raise common.UsageError("give job ids (with --state at most) or filters, not both")
-    if not args.job_ids and not chosen and not args.all:
-        raise common.UsageError("give job ids, a filter (--queue, --failure, --since ...) "
-                                "or --all")
+    acting.require_ids_or_filters(args, filters, "--queue, --failure, --since",
+                                  with_ids=("state",))
     if args.job_ids and args.state is JobState.LEASED:
         raise common.UsageError("--state: a leased job is running and cannot be deleted")
     with operating.AdminSession(args) as admin:

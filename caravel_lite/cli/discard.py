@@ -27,12 +27,7 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 
 def run(args: argparse.Namespace) -> int:
     filters = operating.filters_of(args)
-    chosen = {k: v for k, v in filters.items() if v is not None}
-    if args.job_ids and (chosen or args.all):
-        raise common.UsageError("give job ids or filters, not both")
-    if not args.job_ids and not chosen and not args.all:
-        raise common.UsageError("give job ids, a filter (--queue, --tenant, --since ...) "
-                                "or --all")
+    acting.require_ids_or_filters(args, filters, "--queue, --tenant, --since")
     with operating.AdminSession(args) as admin:
         if args.job_ids:
             return acting.on_ids(args, admin, "discarded", admin.discard,
