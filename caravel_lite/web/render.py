@@ -114,7 +114,16 @@ def make_environment(now: Callable[[], datetime]) -> jinja2.Environment:
         """``instant`` falls on the current UTC day: lists show only its time."""
         return day(instant) == day(now())
 
+    def list_day(instant: datetime) -> str:
+        """The date a list shows beside a time: month and day in the current UTC year
+        (``12-01``), the whole date before it; lists stay as narrow after midnight,
+        when most recent jobs are of the day before, as during the day."""
+        utc = instant.astimezone(timezone.utc)
+        return utc.strftime("%m-%d" if utc.year == now().astimezone(timezone.utc).year
+                            else "%Y-%m-%d")
+
     env.tests["today"] = today
+    env.filters["list_day"] = list_day
     return env
 
 

@@ -91,11 +91,13 @@ def fits(browser, selector: str) -> bool:
 
 
 def listed(instant: datetime) -> str:
-    """An instant as the lists show it: its time today, its date and time otherwise."""
+    """An instant as the lists show it: its time today, its month, day and time
+    otherwise in this year, the whole date before."""
     utc = instant.astimezone(timezone.utc)
-    if utc.date() == datetime.now(timezone.utc).date():
+    now = datetime.now(timezone.utc)
+    if utc.date() == now.date():
         return utc.strftime("%H:%M:%S")
-    return utc.strftime("%Y-%m-%d %H:%M:%S")
+    return utc.strftime("%m-%d %H:%M:%S" if utc.year == now.year else "%Y-%m-%d %H:%M:%S")
 
 
 def _state(url: str, job_id: uuid.UUID) -> JobState:
