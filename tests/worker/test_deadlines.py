@@ -37,6 +37,19 @@ def _lock_row(intruder, backend: str, job_id: str) -> None:
                              "FOR UPDATE", (job_id,))
 
 
+def _stuck_job_and_worker(db, connect, registry, opts):
+    """The "stuck" job enqueued, a connection to lock its row with, and a worker of
+    concurrency 2 running on a thread: (queue, job id, intruder, stop, worker thread)."""
+    queue = DatabaseQueue(db, registry, opts)
+    stuck = enqueue(queue, Work("stuck"))
+    intruder = connect()
+    intruder.connect()
+    stop = threading.Event()
+    running = WorkerThread(QueueWorker(DatabaseQueue(connect(), registry, opts),
+                                       concurrency=2), stop).start()
+    return queue, stuck, intruder, stop, running
+
+
 def test_a_stuck_renewal_does_not_hold_back_the_deadline(db, connect, backend, caplog):
     registry = JobRegistry()
     seen: Dict[str, float] = {}
@@ -137,13 +150,8 @@ def test_a_renewal_stuck_on_one_job_gives_up_in_time_for_the_others(db, connect,
             LEASE + 8 if job.label == "stuck" else 2 * LEASE)
 
     opts = options(lease=LEASE, renew=0.3)
-    queue = DatabaseQueue(db, registry, opts)
-    stuck = enqueue(queue, Work("stuck"))
-    intruder = connect()
-    intruder.connect()
-    stop = threading.Event()
-    running = WorkerThread(QueueWorker(DatabaseQueue(connect(), registry, opts),
-                                       concurrency=2), stop).start()
+    queue, stuck, intruder, stop, running = _stuck_job_and_worker(db, connect, registry,
+                                                                  opts)
     try:
         assert started["stuck"].wait(10)
         _lock_row(intruder, backend, str(stuck))
@@ -192,13 +200,8 @@ def test_an_async_job_ending_during_its_stuck_renewal_does_not_freeze_the_event_
             await asyncio.sleep(0.02)
 
     opts = options(lease=6.0, renew=0.3)
-    queue = DatabaseQueue(db, registry, opts)
-    stuck = enqueue(queue, Work("stuck"))
-    intruder = connect()
-    intruder.connect()
-    stop = threading.Event()
-    running = WorkerThread(QueueWorker(DatabaseQueue(connect(), registry, opts),
-                                       concurrency=2), stop).start()
+    queue, stuck, intruder, stop, running = _stuck_job_and_worker(db, connect, registry,
+                                                                  opts)
     try:
         assert started["stuck"].wait(10)
         _lock_row(intruder, backend, str(stuck))
