@@ -65,6 +65,13 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if _applies(item)]
+    # Under pytest-xdist (setup.cfg's -n auto --dist loadgroup) the fault-injection
+    # tests share one group, so one test process runs them one after another: each
+    # starts several worker processes on leases of a second or two, and two such
+    # fleets at once on a small machine starve each other past their leases.
+    for item in items:
+        if item.get_closest_marker("faults") is not None:
+            item.add_marker(pytest.mark.xdist_group("faults"))
 
 
 def pytest_sessionfinish(session, exitstatus):
