@@ -1,9 +1,9 @@
 """Exactly-once effects for work kept in the queue's own database: ``ctx.transaction()``.
 
-Inside a handler, ``with ctx.transaction():`` opens a transaction on the queue's
-database (on SQLite ``BEGIN IMMEDIATE``: it holds the write lock until it ends). The
-handler's writes in the block, made through the same ``peewee.Database`` in the same
-thread, and the job's completion commit together: at the end of the block the
+Inside a handler, ``with ctx.transaction() as db:`` opens a transaction on the queue's
+database and gives that ``peewee.Database`` (on SQLite ``BEGIN IMMEDIATE``: it holds
+the write lock until it ends). The handler's writes in the block, made through it (or
+models bound to it) in the same thread, and the job's completion commit together: at the end of the block the
 completion runs as one conditional UPDATE fenced by the lease token (the row still
 LEASED, the same token, the lease unexpired). If it matches nothing, the lease was lost
 (expired, or taken over by another worker): :class:`~caravel_lite.errors.LeaseLost` is
@@ -28,6 +28,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from typing import TYPE_CHECKING, Iterator, Optional
+
+import peewee
 
 from caravel_lite.clock import floor_ms
 from caravel_lite.errors import LeaseLost
@@ -57,7 +59,7 @@ def running(execution: "Execution") -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def transaction(ctx: JobContext) -> Iterator[None]:
+def transaction(ctx: JobContext) -> Iterator[peewee.Database]:
     """The block of :meth:`JobContext.transaction` (see the module)."""
     execution = CURRENT.get()
     if execution is None or execution.lease.job_id != ctx.job_id:
@@ -73,7 +75,7 @@ def transaction(ctx: JobContext) -> Iterator[None]:
     control = execution.control
     try:
         with queue.dialect.write_transaction(db):
-            yield
+            yield db
             # The lease as the renewer last left it (same token, later expiry).
             lease = control.lease
             now_ms = floor_ms(queue._now_us())

@@ -7,7 +7,10 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, ContextManager, Optional, Tuple
+from typing import TYPE_CHECKING, Any, ContextManager, Optional, Tuple
+
+if TYPE_CHECKING:
+    import peewee
 
 
 class JobState(str, enum.Enum):
@@ -97,9 +100,9 @@ class JobContext:
         if self.cancelled.is_set():
             raise Cancelled(f"job {self.job_id} was cancelled")
 
-    def transaction(self) -> ContextManager[None]:
-        """A transaction on the queue's database in which the handler's writes and
-        the job's completion commit together: if the block committed, the job never
+    def transaction(self) -> ContextManager["peewee.Database"]:
+        """``with ctx.transaction() as db:`` a transaction on the queue's database
+        ``db``, in which the handler's writes and the job's completion commit together: if the block committed, the job never
         runs again; if it did not, none of its writes exist. Raises
         :class:`caravel_lite.LeaseLost` at the end of the block (everything in it rolled
         back) when the lease is no longer owned. See :mod:`caravel_lite.effects`."""
