@@ -21,7 +21,9 @@ a transaction held open for long (it holds its locks, on SQLite the whole databa
 write lock, and a lease renewal waits behind it: keep the block short, well under the
 lease); a kept result (the completion commits before the handler returns, so a job
 completed this way keeps none). One block per attempt; it must not be nested in
-another transaction on that database (its commit must be the completion's).
+another transaction on that database (its commit must be the completion's). A block
+that ends after the job's timeout is rolled back (``Cancelled``): the attempt fails
+with TIMED_OUT.
 """
 from __future__ import annotations
 
@@ -33,29 +35,19 @@ import peewee
 
 from caravel_lite.clock import floor_ms
 from caravel_lite.errors import LeaseLost
-from caravel_lite.values import JobContext
-from caravel_lite.worker.supervisor import LEASE_LOST
+from caravel_lite.values import Cancelled, JobContext
+from caravel_lite.worker.supervisor import LEASE_LOST, TIMED_OUT
 
 if TYPE_CHECKING:
     from caravel_lite.worker.execution import Execution
 
-__all__ = ["transaction", "CURRENT", "running"]
+__all__ = ["transaction", "CURRENT"]
 
 # The execution whose handler runs in this thread (or asyncio task): set by the worker
 # around the handler call, so that only the handler's own thread or task can open the
 # block (Peewee's connections, and so its transactions, are per thread).
 CURRENT: contextvars.ContextVar[Optional["Execution"]] = contextvars.ContextVar(
     "caravel_lite_current_job", default=None)
-
-
-@contextlib.contextmanager
-def running(execution: "Execution") -> Iterator[None]:
-    """Mark ``execution`` as the job of this thread or task while its handler runs."""
-    token = CURRENT.set(execution)
-    try:
-        yield
-    finally:
-        CURRENT.reset(token)
 
 
 @contextlib.contextmanager
@@ -85,8 +77,15 @@ def transaction(ctx: JobContext) -> Iterator[peewee.Database]:
             if matched != 1:
                 raise LeaseLost(f"job {ctx.job_id}: lease no longer owned at the end of "
                                 f"ctx.transaction(); its writes were rolled back")
+            if control.reason == TIMED_OUT:
+                # Past its timeout the attempt fails (TIMED_OUT), whatever the handler
+                # does: its block is rolled back rather than completing the job.
+                raise Cancelled(f"job {ctx.job_id} timed out; ctx.transaction() rolled back")
     except LeaseLost:
         control.cancel(LEASE_LOST)  # the worker writes nothing more for this attempt
         raise
     execution.committed = True
+    # Completed: nothing left to supervise (a renewal now would be refused and a
+    # deadline would cancel a handler whose outcome is settled).
+    control.done = True
     queue.telemetry.count("completed", ctx.queue)

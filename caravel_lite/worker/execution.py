@@ -200,12 +200,18 @@ class Runner:
 
     def _call(self, execution: Execution) -> None:
         control = execution.control
-        with effects.running(execution), self._enter_scope(execution):
-            value = execution.handler(execution.job, control.ctx)
-            if value is not None and inspect.isawaitable(value):
-                value = self.executor.run_coroutine(
-                    value, lambda task: control.attach(self.executor.loop, task))
-            execution.value = value
+        # The job of this thread, for ctx.transaction() (a plain set and reset: this
+        # runs for every job).
+        current = effects.CURRENT.set(execution)
+        try:
+            with self._enter_scope(execution):
+                value = execution.handler(execution.job, control.ctx)
+                if value is not None and inspect.isawaitable(value):
+                    value = self.executor.run_coroutine(
+                        value, lambda task: control.attach(self.executor.loop, task))
+                execution.value = value
+        finally:
+            effects.CURRENT.reset(current)
 
     async def run_async(self, execution: Execution) -> None:
         """Run an ``async def`` handler as a task of the worker's event loop. Nothing
@@ -221,8 +227,10 @@ class Runner:
                     execution.settlement = self._unstarted(control)
                 else:
                     error: Optional[BaseException] = None
+                    # This task's own context: no reset needed when it ends.
+                    effects.CURRENT.set(execution)
                     try:
-                        with effects.running(execution), self._enter_scope(execution):
+                        with self._enter_scope(execution):
                             execution.value = await execution.handler(execution.job,
                                                                       control.ctx)
                     except BaseException as exc:  # whatever it raised: an outcome below

@@ -245,3 +245,24 @@ def test_wait_returns_once_the_job_is_finished_and_times_out_before(db, connect)
     with pytest.raises(InvalidField) as info:
         queue.wait(job_id, "kept", TENANT, timeout=-1)
     assert info.value.field == "timeout"
+
+
+def test_options_staged_in_the_outbox_reach_the_job_through_the_relay(db):
+    from caravel_lite import OutboxRelay, QueueOutbox
+
+    values: Dict[int, Any] = {5: [5]}
+    registry = _results_registry(values)
+    clock = ManualClock()
+    queue = DatabaseQueue(db, registry, clock=clock)
+    outbox = QueueOutbox(db, registry, clock=clock)
+    with db.atomic():
+        outbox.stage(Typed(5), Dispatch(tenant_id=TENANT, max_attempts=2,
+                                        retry_delay=timedelta(seconds=1)))
+    assert OutboxRelay(db, queue).run_once() == 1
+    lease = queue.claim("kept")
+    assert lease is not None and lease._max_attempts == 2
+    assert queue.fail(lease, Failure.HANDLER_FAILED)  # the staged backoff: 1 s
+    assert _status(queue, lease.job_id, "kept").available_at == clock() + timedelta(seconds=1)
+    clock.advance(timedelta(seconds=1))
+    assert QueueWorker(queue).run_once("kept")
+    assert queue.result(lease.job_id, "kept", TENANT).value == [5]  # the type's keep_result

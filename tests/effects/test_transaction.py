@@ -184,3 +184,14 @@ def test_kill_9_inside_the_block_leaves_no_write_and_the_job_runs_again(app_db, 
     lease = wait_for(lambda: queue.claim(QUEUE), timeout=10, message="the expired lease")
     assert lease.job_id == job_id and lease.attempt == 2
     assert queue.release(lease)
+
+
+def test_a_block_ending_after_the_timeout_is_rolled_back_and_the_attempt_times_out(app_db):
+    queue = jobs.make_queue(app_db, lease_duration=LEASE)
+    job_id = queue.enqueue(Write(9), Dispatch(tenant_id=TENANT,
+                                              timeout=timedelta(milliseconds=200))).job_id
+    jobs.hooks.inside = lambda ctx: ctx.cancelled.wait(5)  # past the timeout, inside
+    assert QueueWorker(queue).run_once(QUEUE)
+    found = _status(queue, job_id)
+    assert (found.state, found.last_failure) == (JobState.PENDING, Failure.TIMED_OUT)
+    assert jobs.effects(app_db) == []
