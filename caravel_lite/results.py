@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Union
 
 import peewee
 
-from caravel_lite import codec, validation
+from caravel_lite import codec, finished_signal, validation
 from caravel_lite.clock import floor_ms, from_ms
 from caravel_lite.errors import InvalidField
 from caravel_lite.schema import JOBS_TABLE
@@ -220,30 +220,46 @@ class Results:
         ``timeout`` (seconds or a timedelta, default 30 s; 0 looks once).
 
         Where the database signals commits (SQLite's ``PRAGMA data_version``), the row
-        is read again only after another connection committed; elsewhere it is read at
-        a backing-off interval (20 ms to 250 ms). Holds no transaction while it
-        waits; reads only, so a lost reply is just read again."""
+        is read again only after another connection committed; on PostgreSQL (with
+        psycopg 3) a job that stores options (a kept result among them) is announced
+        when it finishes (migration 0008's trigger) and read at once, on a connection
+        of the wait's own; otherwise the row is read at a backing-off interval (20 ms
+        to 250 ms). Holds no transaction while it waits; reads only, so a lost reply
+        is just read again."""
         limit = time.monotonic() + _seconds(timeout)
-        signal = self.dialect.change_signal == "data_version"
+        signal = self.dialect.change_signal
         delay = POLL_FIRST
-        version = self._data_version() if signal else None
-        while True:
-            found = self.result(job_id, queue_name, tenant_id)
-            if found is None or found.finished:
-                return found
+        version = self._data_version() if signal == "data_version" else None
+        # LISTEN before the first read: a job finishing in between is still heard.
+        listener = finished_signal.open_listener(self.db, signal == "notify")
+        try:
             while True:
-                left = limit - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"job {found.job_id} not finished within {timeout}")
-                if not signal:
-                    time.sleep(min(delay, left))
+                found = self.result(job_id, queue_name, tenant_id)
+                if found is None or found.finished:
+                    return found
+                while True:
+                    left = limit - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(f"job {found.job_id} not finished within "
+                                           f"{timeout}")
+                    if version is not None:
+                        time.sleep(min(SIGNAL_PROBE, left))
+                        seen = self._data_version()
+                        if seen != version:
+                            version = seen
+                            break
+                        continue
+                    if listener is not None:
+                        # Woken when announced; else read at the polling interval (jobs
+                        # without stored options are not announced).
+                        listener.wait(str(found.job_id), min(delay, left))
+                    else:
+                        time.sleep(min(delay, left))
                     delay = min(delay * 2, POLL_MAX)
                     break
-                time.sleep(min(SIGNAL_PROBE, left))
-                seen = self._data_version()
-                if seen != version:
-                    version = seen
-                    break
+        finally:
+            if listener is not None:
+                listener.close()
 
     def _data_version(self) -> int:
         return int(self.db.execute_sql("PRAGMA data_version").fetchone()[0])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -266,3 +267,41 @@ def test_options_staged_in_the_outbox_reach_the_job_through_the_relay(db):
     clock.advance(timedelta(seconds=1))
     assert QueueWorker(queue).run_once("kept")
     assert queue.result(lease.job_id, "kept", TENANT).value == [5]  # the type's keep_result
+
+
+@pytest.mark.backends("sqlite", "postgres")
+def test_wait_wakes_on_the_database_signal_not_on_polling(db, connect, monkeypatch):
+    """SQLite's data_version and PostgreSQL's NOTIFY (0008's trigger) end the wait:
+    with polling pushed out to 30 s, the wait still returns at once."""
+    from caravel_lite import results
+
+    monkeypatch.setattr(results, "POLL_FIRST", 30.0)
+    monkeypatch.setattr(results, "POLL_MAX", 30.0)
+    release = threading.Event()
+    registry = JobRegistry()
+
+    @registry.job("jm.held.v1", Typed, queue="kept", keep_result=True)
+    def held(job: Typed, ctx: JobContext) -> str:
+        assert release.wait(10)
+        return "done"
+
+    queue = DatabaseQueue(db, registry)
+    job_id = queue.enqueue(Typed(1), Dispatch(tenant_id=TENANT)).job_id
+    worker_db = connect()
+
+    def work() -> None:
+        QueueWorker(DatabaseQueue(worker_db, registry)).run_once("kept")
+        worker_db.close()
+    thread = threading.Thread(target=work)
+    thread.start()
+    # The job finishes while the wait waits (its first read found it unfinished).
+    timer = threading.Timer(0.3, release.set)
+    timer.start()
+    begin = time.monotonic()
+    try:
+        done = queue.wait(job_id, "kept", TENANT, timeout=20)
+    finally:
+        release.set()
+        thread.join(20)
+    assert done is not None and done.value == "done"
+    assert time.monotonic() - begin < 10
