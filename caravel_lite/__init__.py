@@ -19,6 +19,8 @@ from caravel_lite.relay import OutboxRelay
 from caravel_lite.outcomes import Discard, Snooze
 from caravel_lite.scheduler import QueueScheduler
 from caravel_lite.admin import QueueAdmin
+from caravel_lite.errors import LeaseLost
+from caravel_lite.values import JobResult
 
 __all__ = [
     "JobRegistry", "JobContext",
@@ -32,4 +34,5 @@ __all__ = [
     "migrate", "check_schema", "open_database",
     "CaravelError", "QueueIdempotencyConflict", "SchemaNotReady", "InvalidField",
     "UnknownJobType", "OutsideTransaction", "DatabaseBusy", "StatementTooLarge",
+    "JobResult", "LeaseLost",
 ]

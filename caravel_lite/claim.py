@@ -127,7 +127,7 @@ class Claimer:
         ident = uuid.UUID(job_id)
         return QueueLease(ident, attempt, from_ms(expires_ms),
                           JobContext(ident, queue_name, tenant_id, attempt), wire_name,
-                          payload, token, now_us, max_attempts, str(job_id))
+                          payload, token, now_us, max_attempts, str(job_id), row[9])
 
     def _claim_returning(self, queue_name: str, limit: int, now_us: int, now_ms: int,
                          expires_ms: int, token: str) -> ClaimBatch:

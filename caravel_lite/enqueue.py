@@ -20,7 +20,7 @@ from caravel_lite.ids import new_id
 from caravel_lite.observability import logger
 from caravel_lite.retry import budgeted, call_budget, recovering
 from caravel_lite.schema import JOBS_TABLE
-from caravel_lite.statements import INSERT_COLUMNS
+from caravel_lite.statements import JOB_COLUMNS
 from caravel_lite.values import Dispatch, EnqueueResult
 
 if TYPE_CHECKING:
@@ -42,10 +42,10 @@ _UNREAD = object()
 
 
 def _row(job_id: uuid.UUID, e: Envelope, now_ms: int) -> Tuple[Any, ...]:
-    """A new job's values in INSERT_COLUMNS order."""
+    """A new job's values in JOB_COLUMNS order."""
     return (str(job_id), e.queue, e.tenant_id, e.idempotency_key, e.dedup_key, e.wire_name,
             e.payload, int(e.priority), e.available_at_ms, e.max_attempts, "pending",
-            now_ms, 0, 0, 0, now_ms)
+            now_ms, 0, 0, 0, now_ms, e.options)
 
 
 def _same_job(a: Envelope, b: Envelope) -> bool:
@@ -285,7 +285,7 @@ class Enqueuing:
             new_rows = [_row(ids[index], envelopes[index], now_ms) for index in new]
             written["stored"] = stored
             written["new_ids"] = [str(ids[index]) for index in new][:INSERT_CHUNK]
-            self.dialect.insert_rows(self.db, JOBS_TABLE, INSERT_COLUMNS, new_rows,
+            self.dialect.insert_rows(self.db, JOBS_TABLE, JOB_COLUMNS, new_rows,
                                      self._batch.insert_many, INSERT_CHUNK,
                                      self._statement_limit())
         return stored

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, Optional, Tuple
 from caravel_lite import codec, validation
 from caravel_lite.clock import ceil_ms, floor_ms, to_micros
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
+from caravel_lite.job_options import NO_OPTIONS, stored_options
 from caravel_lite.options import QueueOptions
 from caravel_lite.registry import JobRegistry
 from caravel_lite.values import Dispatch, Priority
@@ -42,6 +43,9 @@ class Envelope(NamedTuple):
     priority: Priority
     available_at_ms: int
     max_attempts: int
+    # The job's stored options (caravel_lite.job_options): None unless its type or its
+    # Dispatch set a backoff, a timeout or keep_result.
+    options: Optional[str] = None
 
 
 def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
@@ -68,10 +72,28 @@ def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
         due = ceil_ms(to_micros(dispatch.not_before))  # never early
     else:
         due = floor_ms(now_us)
-    return Envelope(definition.wire_name, payload, dispatch.queue, dispatch.tenant_id,
+    kind = definition.options
+    queue = dispatch.queue
+    priority = dispatch.priority
+    max_attempts = dispatch.max_attempts
+    stored = None
+    if kind is not NO_OPTIONS or dispatch.keep_result is not None \
+            or dispatch.retry_delay is not None or dispatch.max_retry_delay is not None \
+            or dispatch.timeout is not None:
+        # Call over type over queue, field by field (caravel_lite.job_options).
+        queue = queue if queue is not None else kind.queue
+        priority = priority if priority is not None else kind.priority
+        max_attempts = max_attempts if max_attempts is not None else kind.max_attempts
+        stored = stored_options(kind, dispatch)
+    if queue is None:
+        raise InvalidField("queue", f"required: neither the Dispatch nor the job type "
+                           f"{definition.wire_name!r} names a queue")
+    return Envelope(definition.wire_name, payload, queue, dispatch.tenant_id,
                     dispatch.idempotency_key,
-                    dedup_digest(dispatch.queue, dispatch.tenant_id, dispatch.idempotency_key),
-                    dispatch.priority, due, options.max_attempts)
+                    dedup_digest(queue, dispatch.tenant_id, dispatch.idempotency_key),
+                    priority if priority is not None else Priority.NORMAL, due,
+                    max_attempts if max_attempts is not None else options.max_attempts,
+                    stored)
 
 
 def _prove_round_trip(job_type: type, job: Any, payload: str) -> None:

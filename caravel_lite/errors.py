@@ -57,6 +57,12 @@ class OutsideTransaction(CaravelError):
     """An operation that must join the caller's transaction ran outside one."""
 
 
+class LeaseLost(CaravelError):
+    """Raised at the end of a handler's ``with ctx.transaction():`` block when the job's
+    lease was no longer owned (expired, or taken over by another worker): the block's
+    writes were rolled back and the worker writes nothing more for the attempt."""
+
+
 class DatabaseBusy(CaravelError, peewee.OperationalError):
     """A lock conflict outlasted the retry budget of the call (SQLite stayed locked by
     another writer, or a server's deadlock or lock wait kept recurring):

@@ -35,6 +35,9 @@ class QueueOptions:
     - ``retry_delay``: at least 1 ms, default 5 s; doubled per attempt.
     - ``max_retry_delay``: retry_delay .. 1 day, default 5 min.
     - ``max_payload_bytes``: 1 .. 1 MiB of UTF-8, default 64 KiB.
+    - ``max_result_bytes``: 1 .. 1 MiB of UTF-8, default 64 KiB: the largest return
+      value a job that keeps its result may store (a larger one fails the attempt
+      with ``INVALID_RESULT``).
     - ``describe_failure``: None (default), or a callable given a handler's exception
       that returns a short text it judges safe to store (or None); kept in the
       failure history, at most 1 KiB of UTF-8. Without it no text is stored, only the
@@ -49,10 +52,12 @@ class QueueOptions:
     retry_delay: timedelta = timedelta(seconds=5)
     max_retry_delay: timedelta = timedelta(minutes=5)
     describe_failure: Optional[Callable[[BaseException], Optional[str]]] = None
+    max_result_bytes: int = 64 * 1024
 
     def __post_init__(self) -> None:
         check_int("max_attempts", self.max_attempts, 1, 100)
         check_int("max_payload_bytes", self.max_payload_bytes, 1, MIB)
+        check_int("max_result_bytes", self.max_result_bytes, 1, MIB)
         lease = _require_duration("lease_duration", self.lease_duration)
         _require_between("lease_duration", lease, timedelta(seconds=1), timedelta(hours=1))
         if self.lease_renewal_interval is not None:

@@ -22,7 +22,7 @@ from typing import Any, List, Optional, Sequence, Set, Tuple
 
 import peewee
 
-from caravel_lite import failures, validation
+from caravel_lite import failures, job_options, validation
 from caravel_lite.administration import Administration
 from caravel_lite.aio import AsyncQueueCalls
 from caravel_lite.claim import CANDIDATES, Claimer
@@ -34,6 +34,8 @@ from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, default_telemetry
 from caravel_lite.options import QueueOptions, resolve_options
 from caravel_lite.registry import JobRegistry, require_registry
+from caravel_lite.results import Results
+from caravel_lite.job_options import RunOptions
 from caravel_lite.fences import Wrote, claimed_by, fenced_write, left_as
 from caravel_lite.retry import budgeted, recovering, retrying
 from caravel_lite.sessions import private_memory
@@ -58,10 +60,16 @@ def new_claim_token() -> str:
     return secrets.token_hex(16)
 
 
-def backoff_micros(options: QueueOptions, attempt: int) -> int:
-    """retry_delay * 2^(attempt-1), capped at max_retry_delay, in exact microseconds."""
+def backoff_micros(options: QueueOptions, attempt: int,
+                   job: Optional[RunOptions] = None) -> int:
+    """retry_delay * 2^(attempt-1), capped at max_retry_delay, in exact microseconds;
+    ``job``'s own retry_delay and max_retry_delay, where it stored them, over the
+    queue's ``options``."""
     base = duration_micros(options.retry_delay)
     cap = duration_micros(options.max_retry_delay)
+    if job is not None:
+        base = job.retry_delay_us if job.retry_delay_us is not None else base
+        cap = job.max_retry_delay_us if job.max_retry_delay_us is not None else cap
     exponent = max(attempt - 1, 0)
     # Stop doubling once past the cap so the value stays small whatever the attempt.
     if exponent >= 63 or base << exponent >= cap:
@@ -69,7 +77,7 @@ def backoff_micros(options: QueueOptions, attempt: int) -> int:
     return base << exponent
 
 
-class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
+class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results):
     """The queue over one Peewee database (SQLite, PostgreSQL or MariaDB/MySQL).
 
     ``db`` must have been migrated (:func:`caravel_lite.migrate`); the queue never
@@ -332,7 +340,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
             sql, params = self._sql.dead_letter, (failure.value, now_ms, now_ms) + ident
             outcome = "deadlettered"
         else:
-            due_ms = ceil_ms(now_us + backoff_micros(self.options, lease.attempt))
+            due_ms = ceil_ms(now_us + backoff_micros(self.options, lease.attempt,
+                                                     job_options.of_lease(lease)))
             sql, params = self._sql.retry, (due_ms, failure.value, now_ms) + ident
             outcome = "retried"
         state = DEAD if outcome == "deadlettered" else PENDING

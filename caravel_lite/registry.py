@@ -10,11 +10,13 @@ import dataclasses
 import inspect
 import threading
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Callable, Dict, List, Optional, Set, Type, TypeVar
 
 from caravel_lite import codec, validation
 from caravel_lite.errors import InvalidField, UnknownJobType
-from caravel_lite.values import JobContext
+from caravel_lite.job_options import NO_OPTIONS, TypeOptions, type_options
+from caravel_lite.values import JobContext, Priority
 
 __all__ = ["JobRegistry", "JobDefinition", "JobContext"]
 
@@ -29,6 +31,9 @@ class JobDefinition:
     job_type: type
     handler: Handler
     is_async: bool
+    # What the type sets for its jobs (queue, priority, attempts, backoff, timeout,
+    # keep_result); a Dispatch overrides it field by field.
+    options: TypeOptions = NO_OPTIONS
 
 
 class JobRegistry:
@@ -47,8 +52,22 @@ class JobRegistry:
         self._lock = threading.Lock()
 
     def register(self, wire_name: str, job_type: Type[J],
-                 handler: Callable[[J, JobContext], Any]) -> JobDefinition:
+                 handler: Callable[[J, JobContext], Any], *, queue: Optional[str] = None,
+                 priority: Optional[Priority] = None, max_attempts: Optional[int] = None,
+                 retry_delay: Optional[timedelta] = None,
+                 max_retry_delay: Optional[timedelta] = None,
+                 timeout: Optional[timedelta] = None,
+                 keep_result: bool = False) -> JobDefinition:
         """Register ``handler`` (sync or ``async def``) for ``job_type`` under ``wire_name``.
+
+        The keywords are the type's options, each overriding the queue's
+        ``QueueOptions`` and overridden by a ``Dispatch`` value (see
+        :mod:`caravel_lite.job_options`): ``queue`` (a ``Dispatch`` may then omit it),
+        ``priority``, ``max_attempts``, ``retry_delay``, ``max_retry_delay`` (the
+        ranges of ``QueueOptions``), ``timeout`` (1 ms .. 7 days: the longest one
+        attempt's handler may run) and ``keep_result`` (store the handler's return
+        value, read with ``queue.result``). Checked here, ``InvalidField`` naming the
+        field; nothing is registered then.
 
         ``job_type`` must be a dataclass whose every field the payload codec can store
         and decode again (see :func:`caravel_lite.codec.check_job_type`); otherwise
@@ -56,6 +75,9 @@ class JobRegistry:
         annotations naming a class not defined yet (a forward reference to a class
         further down the module) are judged later, when the first job is stored."""
         validation.check_wire_name(wire_name)
+        options = type_options(queue=queue, priority=priority, max_attempts=max_attempts,
+                               retry_delay=retry_delay, max_retry_delay=max_retry_delay,
+                               timeout=timeout, keep_result=keep_result)
         if not (isinstance(job_type, type) and dataclasses.is_dataclass(job_type)):
             raise InvalidField("job_type", "must be a dataclass type")
         # Refused now, naming the field, rather than at every enqueue; a forward
@@ -68,7 +90,7 @@ class JobRegistry:
         if not callable(handler):
             raise InvalidField("handler", "must be callable")
         definition = JobDefinition(wire_name, job_type, handler,
-                                   inspect.iscoroutinefunction(handler))
+                                   inspect.iscoroutinefunction(handler), options)
         with self._lock:
             if wire_name in self._by_name:
                 raise InvalidField("wire_name", f"{wire_name!r} is already registered")
@@ -81,16 +103,24 @@ class JobRegistry:
                 self._unchecked.add(job_type)
         return definition
 
-    def job(self, wire_name: str, job_type: Type[J]
+    def job(self, wire_name: str, job_type: Type[J], *, queue: Optional[str] = None,
+            priority: Optional[Priority] = None, max_attempts: Optional[int] = None,
+            retry_delay: Optional[timedelta] = None,
+            max_retry_delay: Optional[timedelta] = None, timeout: Optional[timedelta] = None,
+            keep_result: bool = False,
             ) -> Callable[[Callable[[J, JobContext], R]], Callable[[J, JobContext], R]]:
-        """Decorator form of :meth:`register`; returns the handler unchanged.
+        """Decorator form of :meth:`register` (the same keywords); returns the handler
+        unchanged.
 
         For a type checker the decorated handler keeps its parameter and return types
         (a coroutine for ``async def``), and a handler whose first parameter does not
         accept ``job_type``, or whose second is not a :class:`JobContext`, is an error.
         """
         def decorate(handler: Callable[[J, JobContext], R]) -> Callable[[J, JobContext], R]:
-            self.register(wire_name, job_type, handler)
+            self.register(wire_name, job_type, handler, queue=queue, priority=priority,
+                          max_attempts=max_attempts, retry_delay=retry_delay,
+                          max_retry_delay=max_retry_delay, timeout=timeout,
+                          keep_result=keep_result)
             return handler
         return decorate
 

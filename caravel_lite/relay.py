@@ -13,7 +13,7 @@ from typing import List, Optional, Tuple, Union
 
 import peewee
 
-from caravel_lite import codec, validation
+from caravel_lite import codec, job_options, validation
 from caravel_lite.clock import Clock, floor_ms, now_micros, system_clock
 from caravel_lite.dialect import retrying
 from caravel_lite.errors import CaravelError, InvalidField, QueueIdempotencyConflict
@@ -129,6 +129,8 @@ class OutboxRelay:
             if isinstance(intent.max_attempts, bool) or not 1 <= int(intent.max_attempts) <= 100:
                 raise ValueError("max_attempts")
             available_at = int(intent.available_at)
+            if intent.job_options is not None:
+                job_options.parse_stored(intent.job_options)  # ValueError if unreadable
         except (ValueError, TypeError):
             return None, SetAsideReason.INVALID_INTENT
         definition = self.queue.registry.for_name(intent.wire_name)
@@ -147,7 +149,8 @@ class OutboxRelay:
         return Envelope(intent.wire_name, intent.payload, intent.queue, intent.tenant_id,
                         intent.idempotency_key,
                         dedup_digest(intent.queue, intent.tenant_id, intent.idempotency_key),
-                        priority, available_at, int(intent.max_attempts)), None
+                        priority, available_at, int(intent.max_attempts),
+                        intent.job_options), None
 
     # -- continuous --------------------------------------------------------------------
 

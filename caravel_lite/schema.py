@@ -36,6 +36,18 @@ def payload_field(dialect: Dialect) -> peewee.TextField:
     return cls()
 
 
+def JOB_OPTIONS_FIELD() -> peewee.CharField:
+    """A job's stored options (short canonical JSON), NULL for most jobs."""
+    return peewee.CharField(max_length=255, null=True)
+
+
+def result_field(dialect: Dialect) -> peewee.TextField:
+    """A kept return value: up to 1 MiB, as a payload (MEDIUMTEXT on MariaDB/MySQL)."""
+    cls: Type[peewee.TextField] = type("ResultField", (peewee.TextField,),
+                                       {"field_type": dialect.payload_type})
+    return cls(null=True)
+
+
 def _envelope_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
     """Columns a job and an outbox intent share."""
     return {
@@ -71,6 +83,10 @@ def job_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
         "replay_count": peewee.IntegerField(default=0),
         "updated_at": peewee.BigIntegerField(),
         "finished_at": peewee.BigIntegerField(null=True),
+        # Migration 0008: the options decided at enqueue beyond max_attempts
+        # (caravel_lite.job_options), and a kept return value (caravel_lite.results).
+        "job_options": JOB_OPTIONS_FIELD(),
+        "result": result_field(dialect),
     })
     return columns
 
@@ -179,6 +195,7 @@ def outbox_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
         "job_id": peewee.CharField(max_length=36, null=True),
         "set_aside_reason": peewee.CharField(max_length=32, null=True),
         "set_aside_at": peewee.BigIntegerField(null=True),
+        "job_options": JOB_OPTIONS_FIELD(),  # migration 0008
     })
     return columns
 

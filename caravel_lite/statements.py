@@ -22,6 +22,9 @@ DEAD = JobState.DEAD_LETTER.value
 INSERT_COLUMNS = ("id", "queue", "tenant_id", "idempotency_key", "dedup_key", "wire_name",
                   "payload", "priority", "available_at", "max_attempts", "state",
                   "enqueued_at", "attempts", "renewals", "replay_count", "updated_at")
+# What enqueue writes: those, then the options stored with the job (migration 0008;
+# NULL for most jobs, as for rows written with INSERT_COLUMNS alone).
+JOB_COLUMNS = INSERT_COLUMNS + ("job_options",)
 
 # What a claim reads of a candidate: all of it immutable after insert, except attempts,
 # which the claiming UPDATE re-checks.
@@ -31,7 +34,7 @@ CANDIDATE_COLUMNS = "id, attempts, tenant_id, wire_name, payload, max_attempts"
 # enqueue time, id) so that leases come back best first whatever order the database
 # returned them in.
 LEASE_COLUMNS = ("id, attempts, tenant_id, wire_name, payload, max_attempts, "
-                 "priority, available_at, enqueued_at")
+                 "priority, available_at, enqueued_at, job_options")
 
 # A lease is owned while its row is LEASED with the same token and an expiry strictly
 # after now. Parameters: id, token, now_ms.
@@ -62,11 +65,11 @@ class Statements:
         p = db.param
         t = JOBS_TABLE
         owned = _OWNED.format(p=p)
-        values = ", ".join([p] * len(INSERT_COLUMNS))
+        values = ", ".join([p] * len(JOB_COLUMNS))
         expired = f"queue = {p} AND state = '{LEASED}' AND lease_expires_at <= {p}"
         cleared = "lease_token = NULL, lease_expires_at = NULL"
         return cls(
-            insert=f"INSERT INTO {t} ({', '.join(INSERT_COLUMNS)}) VALUES ({values})",
+            insert=f"INSERT INTO {t} ({', '.join(JOB_COLUMNS)}) VALUES ({values})",
             existing_by_dedup=f"SELECT id, wire_name, payload FROM {t} WHERE dedup_key = {p}",
             existing_by_id=f"SELECT id, wire_name, payload FROM {t} WHERE id = {p}",
             expired_exists=f"SELECT 1 FROM {t} WHERE {expired} LIMIT 1",
@@ -277,8 +280,8 @@ class BatchStatements:
         return self._complete_many(n) + " RETURNING id"
 
     def _insert_many(self, n: int) -> str:
-        row = "(" + ", ".join([self._p] * len(INSERT_COLUMNS)) + ")"
-        return (f"INSERT INTO {JOBS_TABLE} ({', '.join(INSERT_COLUMNS)}) VALUES "
+        row = "(" + ", ".join([self._p] * len(JOB_COLUMNS)) + ")"
+        return (f"INSERT INTO {JOBS_TABLE} ({', '.join(JOB_COLUMNS)}) VALUES "
                 + ", ".join([row] * n))
 
     def _existing_by_dedup(self, n: int) -> str:

@@ -17,6 +17,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # Control characters or lone surrogates, found in one pass (this runs on every enqueue).
 _FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
+_NO_OVERRIDES = (None, None, None, None, None)
 QUEUE_MAX = 64
 WIRE_NAME_MAX = 128
 IDENTITY_MAX = 128
@@ -85,12 +86,18 @@ def check_dispatch(dispatch: object) -> Dispatch:
         return dispatch  # type: ignore[return-value]
     if not isinstance(dispatch, Dispatch):
         raise InvalidField("dispatch", f"must be a caravel_lite.Dispatch, got {type(dispatch).__name__}")
-    check_queue(dispatch.queue)
+    if dispatch.queue is not None:  # else the job type's (prepare_envelope)
+        check_queue(dispatch.queue)
     check_identity("tenant_id", dispatch.tenant_id)
     if dispatch.idempotency_key is not None:
         check_identity("idempotency_key", dispatch.idempotency_key)
     check_not_before(dispatch.not_before)
-    check_priority(dispatch.priority)
+    if dispatch.priority is not None:
+        check_priority(dispatch.priority)
+    if (dispatch.max_attempts, dispatch.retry_delay, dispatch.max_retry_delay,
+            dispatch.timeout, dispatch.keep_result) != _NO_OVERRIDES:
+        from caravel_lite.job_options import check_overrides  # imports this module
+        check_overrides(dispatch)
     if type(dispatch) is Dispatch:  # a subclass could be mutable
         _last_valid = dispatch
     return dispatch

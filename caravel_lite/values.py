@@ -6,8 +6,11 @@ import enum
 import threading
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Optional, Tuple
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ContextManager, Optional, Tuple
+
+if TYPE_CHECKING:
+    import peewee
 
 
 class JobState(str, enum.Enum):
@@ -30,6 +33,11 @@ class Failure(str, enum.Enum):
     LEASE_EXPIRED = "lease_expired"
     # The handler raised caravel_lite.Discard: retrying cannot help, dead-lettered at once.
     DISCARDED = "discarded"
+    # The attempt ran past its job's timeout (caravel_lite.job_options).
+    TIMED_OUT = "timed_out"
+    # keep_result: the handler's return value could not be stored (not JSON nor the
+    # handler's annotated dataclass, or over QueueOptions.max_result_bytes).
+    INVALID_RESULT = "invalid_result"
 
 
 class Priority(enum.IntEnum):
@@ -47,13 +55,23 @@ class Cancelled(Exception):
 
 @dataclass(frozen=True)
 class Dispatch:
-    """Where and how to enqueue one job. Validated by the queue before any SQL runs."""
+    """Where and how to enqueue one job. Validated by the queue before any SQL runs.
 
-    queue: str
-    tenant_id: str
+    ``queue`` may be omitted when the job type names one; ``tenant_id`` is required.
+    ``priority`` and the options after it override the job type's, which override the
+    queue's ``QueueOptions`` (None: not set here; see :mod:`caravel_lite.job_options`).
+    """
+
+    queue: Optional[str] = None
+    tenant_id: str = ""
     idempotency_key: Optional[str] = None
     not_before: Optional[datetime] = None
-    priority: Priority = Priority.NORMAL
+    priority: Optional[Priority] = None
+    max_attempts: Optional[int] = None
+    retry_delay: Optional[timedelta] = None
+    max_retry_delay: Optional[timedelta] = None
+    timeout: Optional[timedelta] = None
+    keep_result: Optional[bool] = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +100,15 @@ class JobContext:
         if self.cancelled.is_set():
             raise Cancelled(f"job {self.job_id} was cancelled")
 
+    def transaction(self) -> ContextManager["peewee.Database"]:
+        """``with ctx.transaction() as db:`` a transaction on the queue's database
+        ``db``, in which the handler's writes and the job's completion commit together: if the block committed, the job never
+        runs again; if it did not, none of its writes exist. Raises
+        :class:`caravel_lite.LeaseLost` at the end of the block (everything in it rolled
+        back) when the lease is no longer owned. See :mod:`caravel_lite.effects`."""
+        from caravel_lite import effects  # the worker's side; values stay a leaf module
+        return effects.transaction(self)
+
 
 @dataclass(frozen=True)
 class QueueLease:
@@ -102,6 +129,8 @@ class QueueLease:
     # The id as the database stores it (the claim read it so); every acknowledgement
     # names the row by it, several times per job in a batch.
     _key: str = field(repr=False, compare=False, default="")
+    # The options stored with the job (caravel_lite.job_options), None for most jobs.
+    _job_options: Optional[str] = field(repr=False, compare=False, default=None)
 
     def _id_text(self) -> str:
         return self._key or str(self.job_id)
@@ -158,3 +187,27 @@ class PeekedJob:
     attempts: int
     available_at: datetime
     priority: Priority
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What became of a job, for its caller (:meth:`DatabaseQueue.result`).
+
+    ``value`` is the handler's return value when the job type (or its Dispatch) kept
+    results and the job completed; otherwise None. ``finished_at`` is set once the job
+    is finished (completed or dead-lettered). ``started_at``: when its last attempt
+    began; ``attempts`` and ``last_failure`` as in :class:`JobStatus`.
+    """
+
+    job_id: uuid.UUID
+    state: JobState
+    value: Any
+    finished_at: Optional[datetime]
+    started_at: Optional[datetime] = None
+    attempts: int = 0
+    last_failure: Optional[Failure] = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job reached an end (completed or dead-lettered)."""
+        return self.finished_at is not None

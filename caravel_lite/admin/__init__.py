@@ -154,10 +154,11 @@ class QueueAdmin:
     def job(self, job_id: Union[uuid.UUID, str], *,
             include_payload: bool = False) -> Optional[JobDetail]:
         """The job's envelope and failure history (oldest first), or None for an
-        unknown id. Any tenant. No payload unless ``include_payload``."""
+        unknown id. Any tenant. No payload, and no kept result, unless
+        ``include_payload``."""
         ident = validation.check_uuid("job_id", job_id)
         p = self.db.param
-        columns = DETAIL_COLUMNS + (", payload" if include_payload else "")
+        columns = DETAIL_COLUMNS + (", payload, result" if include_payload else "")
         row = self.db.execute_sql(f"SELECT {columns} FROM {JOBS_TABLE} WHERE id = {p}",
                                   (ident,)).fetchone()
         if row is None:
@@ -167,6 +168,7 @@ class QueueAdmin:
         error_type = (history[-1].error_type
                       if history and history[-1].category is fields["last_failure"] else None)
         return JobDetail(**fields, payload=row[18] if include_payload else None,
+                         result=row[19] if include_payload else None,
                          last_error_type=error_type,
                          idempotency_key=row[15], updated_at=_maybe_ms(row[16]),
                          renewals=row[17], failures=history)

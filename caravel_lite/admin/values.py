@@ -78,6 +78,9 @@ class JobDetail(JobSummary):
     updated_at: Optional[datetime] = None
     renewals: int = 0
     failures: Tuple[FailureRecord, ...] = ()
+    # A completed job's kept result, as stored (JSON text): like the payload, None
+    # unless asked for (include_payload=True).
+    result: Optional[str] = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

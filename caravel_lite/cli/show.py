@@ -19,7 +19,8 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     operating.add_database_and_json(cmd)
     cmd.add_argument("job_id", type=operating.job_id_prefix, metavar="JOB_ID",
                      help="the job's id, or enough of its beginning to name one job")
-    cmd.add_argument("--show-payload", action="store_true", help="include the payload")
+    cmd.add_argument("--show-payload", action="store_true",
+                     help="include the payload (and a kept result)")
     cmd.set_defaults(run=run)
 
 
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         data = operating.plain(job)
         if not args.show_payload:
-            del data["payload"]
+            del data["payload"], data["result"]
         operating.print_json(data)
         return common.OK
     fields = [("job", job.job_id), ("queue", job.queue_name), ("tenant", job.tenant_id),
@@ -65,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
               ("updated", operating.when(job.updated_at))]
     if args.show_payload:
         fields.append(("payload", job.payload))
+        if job.result is not None:
+            fields.append(("result", job.result))
     width = max(len(name) for name, _ in fields)
     for name, value in fields:
         print(f"{name.ljust(width)}  {common.safe_text(value)}")

@@ -23,14 +23,18 @@ from caravel_lite.options import QueueOptions
 from caravel_lite.queue import DatabaseQueue
 from caravel_lite.registry import JobRegistry
 from caravel_lite.schema import HISTORY_TABLE
-from caravel_lite.sample import (CRASH_EXIT_CODE, QUANTITIES, QUEUE, TENANT, WIRE_NAME,
-                                 RecordQuantity)
+from caravel_lite.sample import (CRASH_EXIT_CODE, QUANTITIES, QUEUE, TALLY_WIRE_NAME,
+                                 TENANT, WIRE_NAME, RecordQuantity, TallyQuantity)
 from caravel_lite.sample.config import SampleConfig
 from caravel_lite.values import Dispatch, EnqueueResult, JobContext, QueueCounts
 
 RESULTS_TABLE = "sample_results"
 # Distinct from the queue's own history table, so queue and results may share a database.
 RESULTS_HISTORY_TABLE = "caravel_sample_migrations"
+# The second handler's table lives in the queue's database (migrations/sample_queue).
+TALLIES_TABLE = "sample_tallies"
+TALLIES_MIGRATIONS = "sample_queue"
+TALLIES_HISTORY_TABLE = "caravel_sample_queue_migrations"
 
 T = TypeVar("T")
 
@@ -123,6 +127,8 @@ class SampleApp:
         """Apply the queue's and the results' pending migrations; returns their names."""
         with connected(self.queue_db):
             applied = migrator.migrate(self.queue_db)
+            applied += migrator.runner(self.queue_db, TALLIES_MIGRATIONS,
+                                       TALLIES_HISTORY_TABLE).up()
         with connected(self.results_db):
             applied += migrator.runner(self.results_db, migrator.SAMPLE_MIGRATIONS,
                                        RESULTS_HISTORY_TABLE).up()
@@ -132,6 +138,7 @@ class SampleApp:
         """Pending migrations per database (empty when fully migrated). A missing SQLite
         file counts as all pending and is not created."""
         parts = (("queue", self.queue_db, migrator.QUEUE_MIGRATIONS, HISTORY_TABLE),
+                 ("tallies", self.queue_db, TALLIES_MIGRATIONS, TALLIES_HISTORY_TABLE),
                  ("results", self.results_db, migrator.SAMPLE_MIGRATIONS,
                   RESULTS_HISTORY_TABLE))
         pending: Dict[str, List[str]] = {}
@@ -157,6 +164,7 @@ class SampleApp:
         if self._queue is None:
             registry = JobRegistry()
             registry.register(WIRE_NAME, RecordQuantity, self.record_quantity)
+            registry.register(TALLY_WIRE_NAME, TallyQuantity, self.record_tally)
             options = QueueOptions(lease_duration=timedelta(seconds=self.config.lease_seconds))
             self._queue = DatabaseQueue(self.queue_db, registry, options)
         return self._queue
@@ -184,6 +192,38 @@ class SampleApp:
             os._exit(CRASH_EXIT_CODE)  # simulate a crash: no cleanup, no acknowledgement
         if self.config.sigterm_ready is not None:
             self._hold_until_cancelled(ctx)
+
+    def enqueue_tallies(self) -> List[EnqueueResult]:
+        """Tally jobs for quantities 1, 2 and 3 under keys tally-1..3."""
+        with connected(self.queue_db):
+            return [self.queue.enqueue(TallyQuantity(quantity),
+                                       Dispatch(queue=QUEUE, tenant_id=TENANT,
+                                                idempotency_key=f"tally-{quantity}"))
+                    for quantity in QUANTITIES]
+
+    def record_tally(self, job: TallyQuantity, ctx: JobContext) -> None:
+        """The second handler: add the quantity to the tallies, with no check for an
+        earlier run. Its write and the job's completion commit together
+        (``ctx.transaction()``, fenced by the lease): once committed the job never runs
+        again, and a run that did not commit left nothing."""
+        check_job(job, ctx)
+        with ctx.transaction() as db:
+            db.execute_sql(f"INSERT INTO {TALLIES_TABLE} (job_id, tenant_id, quantity, "
+                           f"recorded_at) VALUES ({db.param}, {db.param}, {db.param}, "
+                           f"{db.param})", (str(ctx.job_id), ctx.tenant_id, job.quantity,
+                                            floor_ms(now_micros(system_clock))))
+        if self.config.crash_after_result:  # committed: the job is completed already
+            os._exit(CRASH_EXIT_CODE)
+
+    def tally_report(self) -> Dict[str, int]:
+        """Tallies recorded, their sum, and jobs recorded more than once (always 0)."""
+        with connected(self.queue_db):
+            events, total = self.queue_db.execute_sql(
+                f"SELECT COUNT(*), COALESCE(SUM(quantity), 0) FROM {TALLIES_TABLE}").fetchone()
+            doubled = self.queue_db.execute_sql(
+                f"SELECT COUNT(*) FROM (SELECT job_id FROM {TALLIES_TABLE} GROUP BY job_id "
+                f"HAVING COUNT(*) > 1) twice").fetchone()[0]
+        return {"events": int(events), "total": int(total), "doubled": int(doubled)}
 
     def _save_result(self, job: RecordQuantity, ctx: JobContext) -> None:
         Result = self.Result

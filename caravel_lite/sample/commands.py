@@ -30,6 +30,8 @@ Exactly one flag:
   --work-once      process at most one job
   --work           process jobs until SIGTERM or SIGINT
   --report         count and sum the saved results
+  --enqueue-tallies  enqueue tally jobs 1, 2 and 3 (keys tally-1..tally-3)
+  --tally-report   count and sum the tallies (written in ctx.transaction())
   --queue-status   read-only queue counts (never creates a database)
   --demo           the whole story in a fresh temporary directory
 
@@ -116,6 +118,21 @@ def report(config: SampleConfig, out: TextIO) -> int:
     return 0
 
 
+def enqueue_tallies(config: SampleConfig, out: TextIO) -> int:
+    app = SampleApp(config)
+    app.require_migrated()
+    _emit([{"job_id": str(result.job_id), "already_enqueued": result.already_enqueued}
+           for result in app.enqueue_tallies()], out)
+    return 0
+
+
+def tally_report(config: SampleConfig, out: TextIO) -> int:
+    app = SampleApp(config)
+    app.require_migrated()
+    _emit(app.tally_report(), out)
+    return 0
+
+
 def queue_status(config: SampleConfig, out: TextIO) -> int:
     counts = read_only_counts(config)
     observed = counts.observed_at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -138,6 +155,8 @@ COMMANDS: Dict[str, Callable[[SampleConfig, TextIO], int]] = {
     "--work-once": work_once,
     "--work": work,
     "--report": report,
+    "--enqueue-tallies": enqueue_tallies,
+    "--tally-report": tally_report,
     "--queue-status": queue_status,
 }
 FLAGS = tuple(COMMANDS) + ("--demo",)

@@ -21,6 +21,7 @@ from typing import Any, Callable, List, Optional, Sequence, Set, Tuple, TypeVar
 import peewee
 
 from caravel_lite.errors import InvalidField
+from caravel_lite.job_options import queue_of
 from caravel_lite.queue import DatabaseQueue
 from caravel_lite.testing.drain import DrainResult, Scope, drain
 from caravel_lite.values import Dispatch, EnqueueResult
@@ -71,11 +72,12 @@ class InlineQueue(DatabaseQueue):
 
     def enqueue(self, job: Any, dispatch: Dispatch) -> EnqueueResult:
         return self._write(lambda: super(InlineQueue, self).enqueue(job, dispatch),
-                           lambda _: [dispatch.queue])
+                           lambda _: [queue_of(self.registry, job, dispatch)])
 
     def enqueue_many(self, items: Sequence[Tuple[Any, Dispatch]]) -> List[EnqueueResult]:
         return self._write(lambda: super(InlineQueue, self).enqueue_many(items),
-                           lambda _: [dispatch.queue for _, dispatch in items])
+                           lambda _: [queue_of(self.registry, job, dispatch)
+                                      for job, dispatch in items])
 
     def enqueue_envelope(self, envelope: Any, job_id: Any,
                          now_us: Optional[int] = None) -> EnqueueResult:

@@ -49,7 +49,7 @@ class EnqueuedJob:
         due = d.not_before.isoformat() if d.not_before is not None else "?"
         failure = f" last_failure={self.last_failure.value}" if self.last_failure else ""
         return (f"{shown} [{self.wire_name}] tenant={d.tenant_id!r} "
-                f"key={d.idempotency_key!r} due={due} priority={d.priority.name} "
+                f"key={d.idempotency_key!r} due={due} priority={d.priority.name if d.priority else '-'} "
                 f"state={self.state.value} attempts={self.attempts}/{self.max_attempts}"
                 f"{failure} id={self.job_id}")
 

@@ -14,7 +14,7 @@ import threading
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
-from caravel_lite import failures
+from caravel_lite import failures, job_options
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outcomes import Snooze
 from caravel_lite.queue import backoff_micros
@@ -56,6 +56,11 @@ class Acknowledgements:
 
     def complete_now(self, lease: QueueLease) -> bool:
         return self._write("completion", lease, lambda: self.queue.complete(lease))
+
+    def complete_with_result(self, lease: QueueLease, text: str) -> bool:
+        """Complete now, storing the job's kept result (caravel_lite.results)."""
+        return self._write("completion", lease,
+                           lambda: self.queue.complete_with_result(lease, text))
 
     def flush(self) -> None:
         """Write everything waiting now; database errors propagate (what was not
@@ -109,7 +114,8 @@ class Acknowledgements:
             # What fail() decides, told in advance by the same rule (and backoff).
             dead = lease.attempt >= lease._max_attempts or failure is Failure.DISCARDED
             retry_at = None if dead else self.queue.clock() + timedelta(
-                microseconds=backoff_micros(self.queue.options, lease.attempt))
+                microseconds=backoff_micros(self.queue.options, lease.attempt,
+                                            job_options.of_lease(lease)))
             done = self.queue.fail(lease, failure, error=error)
             if done:
                 logger.warning("job %s on queue %s: %s; %s", lease.job_id,

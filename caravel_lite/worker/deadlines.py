@@ -1,7 +1,7 @@
 """The deadline keeper: the thread that tells handlers to stop, and nothing else.
 
 It cancels a running job (``ctx.cancelled``; an async handler's task) when its lease
-deadline passes or the worker's ``stop`` is set. It never touches the database: the
+deadline passes, its timeout passes (reason TIMED_OUT) or the worker's ``stop`` is set. It never touches the database: the
 deadline it enforces is ``control.lease.expires_at`` as the renewer last left it, read
 against the queue's clock, so a renewal that hangs (a partition that drops packets)
 delays nothing here. A job whose renewal is stuck keeps its old deadline and is
@@ -14,7 +14,7 @@ from typing import List, Optional
 
 from caravel_lite.observability import logger
 from caravel_lite.worker.supervisor import (CANCELLED, LEASE_LOST, SUPERVISOR_TICK,
-                                            JobControl, Ticker)
+                                            TIMED_OUT, JobControl, Ticker)
 
 __all__ = ["DeadlineKeeper"]
 
@@ -38,5 +38,13 @@ class DeadlineKeeper(Ticker):
                                control.lease.job_id)
                 control.cancel(LEASE_LOST)
                 continue
+            if control.timeout_at is not None:
+                left = (control.timeout_at - now).total_seconds()
+                if left <= 0:
+                    logger.warning("job %s: timeout (%s) passed; cancelling the handler",
+                                   control.lease.job_id, control.timeout)
+                    control.cancel(TIMED_OUT)
+                    continue
+                remaining = min(remaining, left)
             wait = min(wait, remaining)
         return wait

@@ -4,11 +4,16 @@
 The outcome is decided where the handler ran, as soon as it returned, from what the
 handler did and what the supervisor saw; the worker's loop then writes it. The rules:
 
+- a handler whose ``ctx.transaction()`` block committed is completed already: nothing
+  more is written for it, whatever it did after the block;
 - a handler that raised ``Snooze`` or ``Discard`` asked for exactly that;
 - a job whose lease was lost (deadline passed, renewal refused, superseded) is never
   acknowledged;
+- a handler that ran past its job's timeout fails with ``TIMED_OUT``, whatever it
+  returned;
 - a handler that returned normally is completed, also when a stop was requested while
-  it ran (the acknowledgement is still fenced by the lease);
+  it ran (the acknowledgement is still fenced by the lease), with its return value when
+  the job keeps its result (``INVALID_RESULT`` if that value cannot be stored);
 - a handler that raised after being cancelled by shutdown leaves its job leased, to be
   taken again once the lease expires (it was told to stop; its error says nothing
   about the job);
@@ -30,11 +35,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Dict, Optional
 
-from caravel_lite import codec
+from caravel_lite import codec, effects, job_options, results
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outcomes import Discard, Snooze
 from caravel_lite.values import Failure, QueueLease
-from caravel_lite.worker.supervisor import CANCELLED, LEASE_LOST, JobControl
+from caravel_lite.worker import timeouts
+from caravel_lite.worker.supervisor import CANCELLED, LEASE_LOST, TIMED_OUT, JobControl
 
 SPAN_NAME = "caravel.queue.process"
 
@@ -45,6 +51,7 @@ class Outcome(str, enum.Enum):
     """What the worker writes for a job (also the span's ``outcome`` attribute)."""
 
     COMPLETED = "completed"
+    COMMITTED = "committed"          # completed by ctx.transaction(): nothing to write
     FAILED = "failed"
     SNOOZED = "snoozed"
     LEASE_LOST = LEASE_LOST          # nothing written; the lease runs out
@@ -61,18 +68,27 @@ class Settlement:
     failure: Optional[Failure] = None
     error: Optional[BaseException] = None
     why: str = ""
+    result: Optional[str] = None  # a COMPLETED job's kept return value, encoded
 
 
 class Execution:
     """A claimed job of a known wire name whose payload decoded."""
 
     def __init__(self, lease: QueueLease, handler: Callable[..., Any], job: Any,
-                 is_async: bool) -> None:
+                 is_async: bool, queue: Any = None, definition: Any = None,
+                 options: Optional[job_options.RunOptions] = None) -> None:
         self.lease = lease
         self.handler = handler
         self.job = job
         self.is_async = is_async  # the registry's, decided once per job type
+        self.queue = queue
+        self.definition = definition
+        self.options = options  # stored with the job; None for most jobs
         self.control = JobControl(lease)
+        if options is not None:
+            self.control.timeout = options.timeout
+        self.value: Any = None       # what the handler returned
+        self.committed = False       # its ctx.transaction() block committed
         self.settlement: Optional[Settlement] = None
         self.started_at: Optional[float] = None  # monotonic, when its handler started
         self.handed_at: Optional[float] = None   # monotonic, when the loop queued it in a run
@@ -105,12 +121,14 @@ def prepare(lease: QueueLease, queue: Any) -> "Execution | Settlement":
         return Settlement(Outcome.FAILED, Failure.INVALID_PAYLOAD)
     try:
         job = codec.decode(definition.job_type, lease.payload)
-    except codec.PayloadDecodeError as exc:
-        logger.warning("job %s on queue %s: payload does not decode to %s",
+        options = job_options.parse_stored(lease._job_options)
+    except (codec.PayloadDecodeError, ValueError, TypeError) as exc:
+        logger.warning("job %s on queue %s: payload or options do not decode to %s",
                        lease.job_id, lease.context.queue,
                        definition.job_type.__name__)
         return Settlement(Outcome.FAILED, Failure.INVALID_PAYLOAD, exc)
-    return Execution(lease, definition.handler, job, definition.is_async)
+    return Execution(lease, definition.handler, job, definition.is_async, queue, definition,
+                     options)
 
 
 def span_attributes(lease: QueueLease) -> Dict[str, Any]:
@@ -156,11 +174,13 @@ class Runner:
                 else:
                     error: Optional[BaseException] = None
                     try:
-                        with self._enter_scope(execution):
-                            result = execution.handler(execution.job, control.ctx)
-                            if result is not None and inspect.isawaitable(result):
-                                self.executor.run_coroutine(
-                                    result, lambda task: control.attach(self.executor.loop, task))
+                        if control.timeout is not None:
+                            # Run apart, so that a handler ignoring its timeout is
+                            # abandoned and its slot freed (caravel_lite.worker.timeouts).
+                            timeouts.run_bounded(lambda: self._call(execution), control,
+                                                 execution.queue.db)
+                        else:
+                            self._call(execution)
                     except BaseException as exc:  # whatever it raised: an outcome below
                         error = exc
                     finally:
@@ -178,6 +198,21 @@ class Runner:
         if raise_interrupts and interrupt is not None:
             raise interrupt
 
+    def _call(self, execution: Execution) -> None:
+        control = execution.control
+        # The job of this thread, for ctx.transaction() (a plain set and reset: this
+        # runs for every job).
+        current = effects.CURRENT.set(execution)
+        try:
+            with self._enter_scope(execution):
+                value = execution.handler(execution.job, control.ctx)
+                if value is not None and inspect.isawaitable(value):
+                    value = self.executor.run_coroutine(
+                        value, lambda task: control.attach(self.executor.loop, task))
+                execution.value = value
+        finally:
+            effects.CURRENT.reset(current)
+
     async def run_async(self, execution: Execution) -> None:
         """Run an ``async def`` handler as a task of the worker's event loop. Nothing
         the handler raises escapes this task (a ``SystemExit`` escaping a task would
@@ -192,9 +227,12 @@ class Runner:
                     execution.settlement = self._unstarted(control)
                 else:
                     error: Optional[BaseException] = None
+                    # This task's own context: no reset needed when it ends.
+                    effects.CURRENT.set(execution)
                     try:
                         with self._enter_scope(execution):
-                            await execution.handler(execution.job, control.ctx)
+                            execution.value = await execution.handler(execution.job,
+                                                                      control.ctx)
                     except BaseException as exc:  # whatever it raised: an outcome below
                         error = exc
                         if isinstance(exc, asyncio.CancelledError):
@@ -223,16 +261,27 @@ class Runner:
 
     def _decide(self, execution: Execution, error: Optional[BaseException]) -> Settlement:
         control = execution.control
+        if execution.committed:  # the job's completion is in the database already
+            return Settlement(Outcome.COMMITTED, error=error)
         if control.error is not None:
             return Settlement(Outcome.INFRASTRUCTURE_ERROR, error=control.error)
         lost = control.reason == LEASE_LOST or self.clock() >= control.lease.expires_at
         if lost:
             return Settlement(Outcome.LEASE_LOST, why="handler ended after its lease was lost")
+        if control.reason == TIMED_OUT:
+            return Settlement(Outcome.FAILED, Failure.TIMED_OUT, error)
         if isinstance(error, Snooze):
             return Settlement(Outcome.SNOOZED, error=error)
         if isinstance(error, Discard):
             return Settlement(Outcome.FAILED, Failure.DISCARDED, error)
         if error is None:
+            if execution.options is not None and execution.options.keep_result:
+                try:
+                    text = results.encode(execution.value, execution.definition,
+                                          execution.queue.options.max_result_bytes)
+                except results.ResultNotStorable as exc:
+                    return Settlement(Outcome.FAILED, Failure.INVALID_RESULT, exc)
+                return Settlement(Outcome.COMPLETED, result=text)
             return Settlement(Outcome.COMPLETED)
         if control.reason == CANCELLED:
             return Settlement(Outcome.CANCELLED, error=error)

@@ -70,10 +70,15 @@ class Settler:
             if self.stopping or lease.context.cancelled.is_set():
                 logger.info("job %s on queue %s returned while the worker was stopping; "
                             "acknowledging it as completed", lease.job_id, lease.context.queue)
-            if batch:
+            if settlement.result is not None:  # kept: written at once, with its value
+                acks.complete_with_result(lease, settlement.result)
+            elif batch:
                 acks.complete_later(lease)
             else:
                 acks.complete_now(lease)
+        elif outcome is Outcome.COMMITTED:
+            logger.info("job %s on queue %s completed in its handler's transaction "
+                        "(attempt %d)", lease.job_id, lease.context.queue, lease.attempt)
         elif outcome is Outcome.FAILED:
             assert settlement.failure is not None
             acks.record_failure(lease, settlement.failure, settlement.error)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from caravel_lite.observability import logger
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 # Reasons a job was told to stop (also the span outcomes of such jobs).
 LEASE_LOST = "lease_lost"
 CANCELLED = "cancelled"
+TIMED_OUT = "timed_out"  # the job's timeout passed (caravel_lite.job_options)
 
 # Longest a supervising thread sleeps between looks at the clock and the stop event
 # while jobs run: it bounds how late a shutdown or a deadline reaches a running handler,
@@ -65,6 +67,9 @@ class JobControl:
         # renewal in flight has landed before the outcome is read.
         self.busy = threading.Lock()
         self.next_renewal: Optional[float] = None
+        # The job's timeout, and the instant (queue clock) it ends, set when it starts.
+        self.timeout: Optional[timedelta] = None
+        self.timeout_at: Optional[datetime] = None
         self._lock = threading.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._task: Optional[asyncio.Future[Any]] = None
@@ -198,7 +203,12 @@ class Supervisor:
         """Supervise ``control`` until :meth:`release`."""
         if self.period is not None:
             control.next_renewal = time.monotonic() + self.period
-        remaining = (control.lease.expires_at - self.queue.clock()).total_seconds()
+        now = self.queue.clock()
+        if control.timeout is not None:
+            control.timeout_at = now + control.timeout
+        remaining = (control.lease.expires_at - now).total_seconds()
+        if control.timeout_at is not None:
+            remaining = min(remaining, (control.timeout_at - now).total_seconds())
         with self.lock:
             self._controls[id(control)] = control
             self._stop = stop

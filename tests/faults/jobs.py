@@ -30,6 +30,10 @@ WIRE_NAME = "faults.work.v1"
 
 RUNS = "fault_runs"
 EFFECTS = "fault_effects"
+# Effects of ``Tally`` jobs: written in ctx.transaction() with no check at all (no key,
+# no read first); a job whose effect landed twice shows as two rows.
+TALLIES = "fault_tallies"
+TALLY_WIRE_NAME = "faults.tally.v1"
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,32 @@ def run_work(job: Work, ctx: JobContext) -> None:
         raise RuntimeError(f"job {job_id}: effect {outcome}")
 
 
+@dataclass(frozen=True)
+class Tally:
+    n: int
+    work_ms: int = 0
+
+
+@registry.job(TALLY_WIRE_NAME, Tally)
+def run_tally(job: Tally, ctx: JobContext) -> None:
+    """Exactly once through ctx.transaction(): the effect and the completion commit
+    together, so nothing here checks whether an earlier run wrote it."""
+    phase("handler")
+    with ctx.transaction() as db:
+        db.execute_sql(f"INSERT INTO {TALLIES} (job_id, n, attempt, pid, applied_us) "
+                       f"VALUES ({db.param}, {db.param}, {db.param}, {db.param}, {db.param})",
+                       (str(ctx.job_id), job.n, ctx.attempt, os.getpid(), now_us()))
+        if job.work_ms:
+            time.sleep(job.work_ms / 1000)  # widen the window a kill can land in
+    phase("committed")
+
+
+def tallies(db: peewee.Database) -> Dict[str, int]:
+    """Tally rows per job id."""
+    return dict(db.execute_sql(f"SELECT job_id, COUNT(*) FROM {TALLIES} "
+                               f"GROUP BY job_id").fetchall())
+
+
 def create_tables(db: peewee.Database) -> None:
     drop_tables(db)
     db.execute_sql(f"CREATE TABLE {RUNS} (run_id VARCHAR(36) PRIMARY KEY, "
@@ -115,10 +145,12 @@ def create_tables(db: peewee.Database) -> None:
                    "started_us BIGINT NOT NULL, finished_us BIGINT NULL, outcome VARCHAR(16) NULL)")
     db.execute_sql(f"CREATE TABLE {EFFECTS} (job_id VARCHAR(36) PRIMARY KEY, n BIGINT NOT NULL, "
                    "attempt INTEGER NOT NULL, pid INTEGER NOT NULL, applied_us BIGINT NOT NULL)")
+    db.execute_sql(f"CREATE TABLE {TALLIES} (job_id VARCHAR(36) NOT NULL, n BIGINT NOT NULL, "
+                   "attempt INTEGER NOT NULL, pid INTEGER NOT NULL, applied_us BIGINT NOT NULL)")
 
 
 def drop_tables(db: peewee.Database) -> None:
-    for table in (RUNS, EFFECTS):
+    for table in (RUNS, EFFECTS, TALLIES):
         db.execute_sql(f"DROP TABLE IF EXISTS {table}")
 
 

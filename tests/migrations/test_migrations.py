@@ -20,11 +20,12 @@ from caravel_lite.migrator import pending_migrations, runner
 from caravel_lite.schema import (FAILURES_TABLE, HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE,
                                  bind_models, failures_model)
 from tests.contract.jobs import QUEUE, TENANT, Ping, dispatch, make_queue
+from tests.migrations.before_0008 import code_before_0008
 from tests.support import wait_for
 
 ALL = ["0001_create_jobs", "0002_create_outbox", "0003_notify_trigger",
        "0004_partial_indexes", "0005_cluster_jobs_by_id", "0006_failure_history",
-       "0007_listings_without_pending"]
+       "0007_listings_without_pending", "0008_job_options_and_results"]
 
 # Backends whose jobs indexes are partial once 0004 has run (the others keep 0001's).
 PARTIAL_BACKENDS = ("sqlite", "postgres")
@@ -198,10 +199,7 @@ def test_check_schema_with_a_pending_migration_raises(fresh):
 
 def test_0004_can_be_reverted_and_applied_again(fresh, backend):
     migrate(fresh)
-    assert runner(fresh).down("0004_partial_indexes") == ["0007_listings_without_pending",
-                                                          "0006_failure_history",
-                                                          "0005_cluster_jobs_by_id",
-                                                          "0004_partial_indexes"]
+    assert runner(fresh).down("0004_partial_indexes") == ALL[3:][::-1]
     assert _indexes(fresh, JOBS_TABLE) == FULL_JOB_INDEXES
     assert pending_migrations(fresh) == ALL[3:]
     assert migrate(fresh) == ALL[3:]
@@ -288,14 +286,15 @@ def test_upgrading_a_populated_database_keeps_its_jobs_and_their_behaviour(fresh
     clock = _Clock(T0)
     queue = make_queue(fresh, clock=clock, lease_duration=timedelta(seconds=30),
                        max_attempts=3)
-    leased = queue.enqueue(Ping(1), dispatch("leased")).job_id
-    assert queue.claim(QUEUE).job_id == leased
-    done_keyed = queue.enqueue(Ping(2), dispatch("done")).job_id
-    done_plain = queue.enqueue(Ping(3), dispatch()).job_id
-    for _ in range(2):
-        assert queue.complete(queue.claim(QUEUE))
-    pending_keyed = queue.enqueue(Ping(4), dispatch("pending")).job_id
-    pending_plain = queue.enqueue(Ping(5), dispatch()).job_id
+    with code_before_0008(queue):
+        leased = queue.enqueue(Ping(1), dispatch("leased")).job_id
+        assert queue.claim(QUEUE).job_id == leased
+        done_keyed = queue.enqueue(Ping(2), dispatch("done")).job_id
+        done_plain = queue.enqueue(Ping(3), dispatch()).job_id
+        for _ in range(2):
+            assert queue.complete(queue.claim(QUEUE))
+        pending_keyed = queue.enqueue(Ping(4), dispatch("pending")).job_id
+        pending_plain = queue.enqueue(Ping(5), dispatch()).job_id
     before = _stored_jobs(fresh)
     assert len(before) == 5
 
@@ -353,28 +352,29 @@ def test_0005_rebuilds_the_jobs_table_keyed_by_id_keeping_rows_and_indexes(fresh
     assert runner(fresh).up("0004_partial_indexes") == ALL[:4]
     assert not _without_rowid(fresh)
     queue = make_queue(fresh)
-    queue.enqueue_many([(Ping(n), dispatch(f"key-{n}" if n % 2 else None))
-                        for n in range(50)])
-    assert queue.complete(queue.claim(QUEUE))
-    assert queue.claim(QUEUE) is not None
-    fresh.execute_sql(f"CREATE INDEX operator_by_tenant ON {JOBS_TABLE} (tenant_id)")
-    rows, indexes = _stored_jobs(fresh), _indexes(fresh, JOBS_TABLE)
-    assert ("operator_by_tenant", ("tenant_id",), False, None) in indexes
+    with code_before_0008(queue):
+        queue.enqueue_many([(Ping(n), dispatch(f"key-{n}" if n % 2 else None))
+                            for n in range(50)])
+        assert queue.complete(queue.claim(QUEUE))
+        assert queue.claim(QUEUE) is not None
+        fresh.execute_sql(f"CREATE INDEX operator_by_tenant ON {JOBS_TABLE} (tenant_id)")
+        rows, indexes = _stored_jobs(fresh), _indexes(fresh, JOBS_TABLE)
+        assert ("operator_by_tenant", ("tenant_id",), False, None) in indexes
 
-    assert migrate(fresh, target="0005_cluster_jobs_by_id") == ["0005_cluster_jobs_by_id"]
-    assert _without_rowid(fresh)
-    assert _stored_jobs(fresh) == rows
-    assert _indexes(fresh, JOBS_TABLE) == indexes
-    assert queue.enqueue(Ping(1), dispatch("key-1")).already_enqueued
-    assert queue.enqueue_many([(Ping(50), dispatch())])[0].already_enqueued is False
-    assert len({queue.claim(QUEUE).job_id for _ in range(49)}) == 49
-    assert queue.claim(QUEUE) is None
+        assert migrate(fresh, target="0005_cluster_jobs_by_id") == ["0005_cluster_jobs_by_id"]
+        assert _without_rowid(fresh)
+        assert _stored_jobs(fresh) == rows
+        assert _indexes(fresh, JOBS_TABLE) == indexes
+        assert queue.enqueue(Ping(1), dispatch("key-1")).already_enqueued
+        assert queue.enqueue_many([(Ping(50), dispatch())])[0].already_enqueued is False
+        assert len({queue.claim(QUEUE).job_id for _ in range(49)}) == 49
+        assert queue.claim(QUEUE) is None
 
-    rows = _stored_jobs(fresh)
-    assert runner(fresh).down() == ["0005_cluster_jobs_by_id"]
-    assert not _without_rowid(fresh)
-    assert _stored_jobs(fresh) == rows
-    assert _indexes(fresh, JOBS_TABLE) == indexes
+        rows = _stored_jobs(fresh)
+        assert runner(fresh).down() == ["0005_cluster_jobs_by_id"]
+        assert not _without_rowid(fresh)
+        assert _stored_jobs(fresh) == rows
+        assert _indexes(fresh, JOBS_TABLE) == indexes
 
 
 def _cli(*args):
@@ -410,14 +410,15 @@ def test_0006_keeps_earlier_jobs_which_then_gain_a_failure_history(fresh, backen
     assert runner(fresh).up("0005_cluster_jobs_by_id") == ALL[:5]
     clock = _Clock(T0)
     queue = make_queue(fresh, clock=clock, max_attempts=2)
-    retrying = queue.enqueue(Ping(1), dispatch()).job_id
-    # 0005's fail() wrote only the category (there was no history table): simulate
-    # such rows by failing through the UPDATE alone.
-    lease = queue.claim(QUEUE)
-    assert queue._fenced(queue._sql.retry, (T0_MS + 1000, "handler_failed", T0_MS,
-                                            str(lease.job_id), lease._token, T0_MS)) == 1
-    done = queue.enqueue(Ping(2), dispatch()).job_id
-    assert queue.complete(queue.claim(QUEUE))
+    with code_before_0008(queue):
+        retrying = queue.enqueue(Ping(1), dispatch()).job_id
+        # 0005's fail() wrote only the category (there was no history table): simulate
+        # such rows by failing through the UPDATE alone.
+        lease = queue.claim(QUEUE)
+        assert queue._fenced(queue._sql.retry, (T0_MS + 1000, "handler_failed", T0_MS,
+                                                str(lease.job_id), lease._token, T0_MS)) == 1
+        done = queue.enqueue(Ping(2), dispatch()).job_id
+        assert queue.complete(queue.claim(QUEUE))
     before = _stored_jobs(fresh)
 
     assert migrate(fresh) == ALL[5:]
@@ -447,9 +448,9 @@ def test_0007_listings_leave_pending_jobs_out_and_can_be_reverted(fresh, backend
     from caravel_lite import QueueAdmin
 
     assert runner(fresh).up("0006_failure_history") == ALL[:6]
-    queue = make_queue(fresh)
-    queue.enqueue_many([(Ping(n), dispatch()) for n in range(20)])
-    assert queue.complete(queue.claim(QUEUE))
+    with code_before_0008(make_queue(fresh)) as queue:
+        queue.enqueue_many([(Ping(n), dispatch()) for n in range(20)])
+        assert queue.complete(queue.claim(QUEUE))
     admin = QueueAdmin(fresh)
 
     def listings():
@@ -460,14 +461,14 @@ def test_0007_listings_leave_pending_jobs_out_and_can_be_reverted(fresh, backend
     before = listings()
     assert len(before[0]) == 19 and before[0] == before[1]
     assert before[0] == sorted(before[0], key=str, reverse=True)
-    assert migrate(fresh) == ["0007_listings_without_pending"]
+    assert migrate(fresh) == ALL[6:]
     assert _indexes(fresh, JOBS_TABLE) == expected_indexes(backend)[JOBS_TABLE]
     assert listings() == before
     if backend in PARTIAL_BACKENDS:
         entries = _index_entries(fresh, backend)
         assert entries["caravel_jobs_queue_state_id"] == 1  # the completed job
         assert entries["caravel_jobs_tenant_id_state_id"] == 1
-    assert runner(fresh).down() == ["0007_listings_without_pending"]
+    assert runner(fresh).down("0007_listings_without_pending") == ALL[6:][::-1]
     assert _indexes(fresh, JOBS_TABLE) == _as_of_0006(
         PARTIAL_JOB_INDEXES if backend in PARTIAL_BACKENDS else FULL_JOB_INDEXES)
     assert listings() == before

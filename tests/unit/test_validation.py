@@ -49,7 +49,8 @@ def test_not_before_must_be_aware():
 def test_dispatch_defaults_and_type():
     dispatch = Dispatch("reports", "tenant")
     assert dispatch.idempotency_key is None and dispatch.not_before is None
-    assert dispatch.priority is Priority.NORMAL
+    # None: the job type's priority, else NORMAL (caravel_lite.job_options).
+    assert dispatch.priority is None
     assert check_dispatch(dispatch) is dispatch
     with pytest.raises(InvalidField) as info:
         check_dispatch({"queue": "reports", "tenant_id": "t"})

@@ -1,0 +1,1 @@
+"""Migrations of the sample worker's own table in the queue database (its tallies)."""
