@@ -25,6 +25,8 @@ import peewee
 from caravel_lite import failures, validation
 from caravel_lite.administration import Administration
 from caravel_lite.aio import AsyncQueueCalls
+from caravel_lite.cancel import Cancelling
+from caravel_lite.recorded_errors import recorded
 from caravel_lite.claim import CANDIDATES, Claimer
 from caravel_lite.enqueue import Enqueuing
 from caravel_lite.clock import (Clock, ceil_ms, duration_micros, floor_ms, from_ms, now_micros,
@@ -69,7 +71,7 @@ def backoff_micros(options: QueueOptions, attempt: int) -> int:
     return base << exponent
 
 
-class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
+class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Cancelling):
     """The queue over one Peewee database (SQLite, PostgreSQL or MariaDB/MySQL).
 
     ``db`` must have been migrated (:func:`caravel_lite.migrate`); the queue never
@@ -321,7 +323,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
             raise InvalidField("failure", f"must be a caravel_lite.Failure, got {failure!r}")
         if error is not None and not isinstance(error, BaseException):
             raise InvalidField("error", f"must be an exception, got {type(error).__name__}")
-        info = failures.describe(error, self.options.describe_failure)
+        info = recorded(failures.describe(error, self.options.describe_failure), error,
+                        self.options)
         now_us = self._now_us()
         now_ms = floor_ms(now_us)
         queue = lease.context.queue
@@ -349,6 +352,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
             return (row is not None and left(row)) or record()
 
         changed = recovering(self.dialect, self.db, record, recover)
+        if not changed:  # a cancel request holds the retry back: the job ends CANCELLED
+            return self.end_cancelled(lease)
         if changed:
             self.telemetry.count("failed", queue, failure=failure.value)
             self.telemetry.count(outcome, queue, failure=failure.value)
@@ -370,6 +375,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         ident = lease._id_text()
         released = self._fenced(self._sql.release, (now_ms, ident, lease._token, now_ms),
                                 ident, left_as(PENDING, now_ms, lease, lease.attempt - 1)) == 1
+        if not released:  # held back by a cancel request (caravel_lite.cancel)
+            return self.end_cancelled(lease)
         if released:
             self.telemetry.count("released", lease.context.queue)
         return released
@@ -394,6 +401,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls):
         ident = lease._id_text()
         snoozed = self._fenced(self._sql.snooze, (due_ms, now_ms, ident, lease._token, now_ms),
                                ident, left_as(PENDING, now_ms, lease, lease.attempt - 1)) == 1
+        if not snoozed:  # held back by a cancel request (caravel_lite.cancel)
+            return self.end_cancelled(lease)
         if snoozed:
             self.telemetry.count("snoozed", lease.context.queue)
         return snoozed

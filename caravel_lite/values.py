@@ -7,7 +7,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 
 class JobState(str, enum.Enum):
@@ -17,6 +17,8 @@ class JobState(str, enum.Enum):
     LEASED = "leased"
     COMPLETED = "completed"
     DEAD_LETTER = "dead_letter"
+    # Stopped by an operator (caravel_lite.cancel): final, replayable like a dead letter.
+    CANCELLED = "cancelled"
 
 
 class Failure(str, enum.Enum):
@@ -76,11 +78,26 @@ class JobContext:
     tenant_id: str
     attempt: int
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
+    # Where ctx.progress reports go: set by the worker that runs the job
+    # (caravel_lite.progress.ProgressReport); None elsewhere.
+    _progress: Any = field(default=None, repr=False, compare=False)
 
     def raise_if_cancelled(self) -> None:
         """Raise :class:`Cancelled` if the job must stop now."""
         if self.cancelled.is_set():
             raise Cancelled(f"job {self.job_id} was cancelled")
+
+    def progress(self, done: int, total: Optional[int] = None) -> None:
+        """Report how far the job got (``done`` of ``total``, whole numbers >= 0; bad
+        values raise ``InvalidField``). Never waits on the database: the worker stores
+        the latest value at most once a second, only when it changed, and the operator
+        views show it. Outside a worker (a test calling the handler) it only checks the
+        values."""
+        from caravel_lite.progress import check_progress
+
+        checked = check_progress(done, total)
+        if self._progress is not None:
+            self._progress.report(*checked)
 
 
 @dataclass(frozen=True)
@@ -145,6 +162,7 @@ class QueueCounts:
     expired_leases: int
     dead_letter: int
     completed: int
+    cancelled: int = 0
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,8 @@ def add_filters(parser: argparse.ArgumentParser, state: bool = True) -> None:
     parser.add_argument("--queue", help="only this queue")
     if state:
         parser.add_argument("--state", type=state_choice,
-                            help="pending, leased, completed or dead_letter (dead)")
+                            help="pending, leased, completed, dead_letter (dead) or "
+                                 "cancelled")
     parser.add_argument("--tenant", help="only this tenant id (exact)")
     parser.add_argument("--wire-name", help="only jobs of this wire name")
     parser.add_argument("--failure", type=failure_choice,

@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from caravel_lite.observability import logger
+from caravel_lite.progress import ProgressReport
 from caravel_lite.values import JobContext, QueueLease
 
 if TYPE_CHECKING:
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 # Reasons a job was told to stop (also the span outcomes of such jobs).
 LEASE_LOST = "lease_lost"
 CANCELLED = "cancelled"
+# An operator cancelled the job (caravel_lite.cancel): it ends CANCELLED.
+CANCEL_REQUESTED = "cancel_requested"
 
 # Longest a supervising thread sleeps between looks at the clock and the stop event
 # while jobs run: it bounds how late a shutdown or a deadline reaches a running handler,
@@ -65,6 +68,11 @@ class JobControl:
         # renewal in flight has landed before the outcome is read.
         self.busy = threading.Lock()
         self.next_renewal: Optional[float] = None
+        # Set by the renewer when the job's cancel request was read (caravel_lite.cancel).
+        self.cancel_requested = False
+        # ctx.progress reports, written by the renewer (caravel_lite.progress).
+        self.progress = ProgressReport()
+        object.__setattr__(lease.context, "_progress", self.progress)
         self._lock = threading.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._task: Optional[asyncio.Future[Any]] = None
