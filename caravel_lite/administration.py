@@ -65,7 +65,8 @@ class Administration:
 
     def replay(self, job_id: Union[uuid.UUID, str], queue: str, tenant_id: str) -> bool:
         """Make a DEAD_LETTER (or CANCELLED) job due now again: same id and payload,
-        attempts reset, failure and cancel request cleared, replay_count + 1. False for any other state or tenant, and for
+        attempts reset, failure and cancel request cleared, replay_count + 1. False for
+        any other state or tenant, and for
         the loser of two simultaneous replays. Replay can repeat side effects."""
         Job = self._jobs
         now_ms = self._now_ms()

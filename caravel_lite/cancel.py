@@ -72,7 +72,8 @@ class CancelStatements:
         # now_ms x3, then "id IN (...) AND <filter>" (QueueAdmin.cancel_many)
         self.many = f"UPDATE {t} {_SET.format(p=p)} WHERE"
         # What a cancel whose reply was lost left. id
-        self.settled = f"SELECT state, cancel_requested_at, queue, tenant_id FROM {t} WHERE id = {p}"
+        self.settled = (f"SELECT state, cancel_requested_at, queue, tenant_id FROM {t} "
+                        f"WHERE id = {p}")
         # An owned lease with a request ends CANCELLED. now_ms (finished), now_ms
         # (updated), id, token, now_ms
         self.end = (

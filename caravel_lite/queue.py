@@ -26,7 +26,6 @@ from caravel_lite import failures, validation
 from caravel_lite.administration import Administration
 from caravel_lite.aio import AsyncQueueCalls
 from caravel_lite.cancel import Cancelling
-from caravel_lite.recorded_errors import recorded
 from caravel_lite.claim import CANDIDATES, Claimer
 from caravel_lite.enqueue import Enqueuing
 from caravel_lite.clock import (Clock, ceil_ms, duration_micros, floor_ms, from_ms, now_micros,
@@ -35,6 +34,7 @@ from caravel_lite.dialect import dialect_of
 from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, default_telemetry
 from caravel_lite.options import QueueOptions, resolve_options
+from caravel_lite.recorded_errors import recorded
 from caravel_lite.registry import JobRegistry, require_registry
 from caravel_lite.fences import Wrote, claimed_by, fenced_write, left_as
 from caravel_lite.retry import budgeted, recovering, retrying
@@ -318,7 +318,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Cancelling):
 
         Fenced by the lease, so it may be repeated (a repeat answers False and writes
         no second history row). A lost reply: the row is read back, and True when it
-        holds this call's write, else the failure is sent again."""
+        holds this call's write, else the failure is sent again. A job with a cancel
+        request (:mod:`caravel_lite.cancel`) is not retried: it ends CANCELLED (True)."""
         if not isinstance(failure, Failure):
             raise InvalidField("failure", f"must be a caravel_lite.Failure, got {failure!r}")
         if error is not None and not isinstance(error, BaseException):
@@ -354,10 +355,9 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Cancelling):
         changed = recovering(self.dialect, self.db, record, recover)
         if not changed:  # a cancel request holds the retry back: the job ends CANCELLED
             return self.end_cancelled(lease)
-        if changed:
-            self.telemetry.count("failed", queue, failure=failure.value)
-            self.telemetry.count(outcome, queue, failure=failure.value)
-        return changed
+        self.telemetry.count("failed", queue, failure=failure.value)
+        self.telemetry.count(outcome, queue, failure=failure.value)
+        return True
 
     @budgeted
     def release(self, lease: QueueLease) -> bool:
@@ -368,7 +368,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Cancelling):
 
         Fenced by the lease, so it may be repeated (a repeat answers False). A lost
         reply: the row is read back, and True when it is PENDING by this call's write,
-        else the release is sent again."""
+        else the release is sent again. A job with a cancel request ends CANCELLED
+        instead (True)."""
         if not isinstance(lease, QueueLease):
             raise InvalidField("lease", f"must be a QueueLease, got {lease!r}")
         now_ms = floor_ms(self._now_us())
@@ -377,9 +378,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Cancelling):
                                 ident, left_as(PENDING, now_ms, lease, lease.attempt - 1)) == 1
         if not released:  # held back by a cancel request (caravel_lite.cancel)
             return self.end_cancelled(lease)
-        if released:
-            self.telemetry.count("released", lease.context.queue)
-        return released
+        self.telemetry.count("released", lease.context.queue)
+        return True
 
     @budgeted
     def snooze(self, lease: QueueLease, delay: timedelta) -> bool:
@@ -390,7 +390,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Cancelling):
 
         Fenced by the lease, so it may be repeated (a repeat answers False). A lost
         reply: the row is read back, and True when it is PENDING by this call's write,
-        else the snooze is sent again."""
+        else the snooze is sent again. A job with a cancel request ends CANCELLED
+        instead (True)."""
         if not isinstance(lease, QueueLease):
             raise InvalidField("lease", f"must be a QueueLease, got {lease!r}")
         if not isinstance(delay, timedelta) or delay < timedelta(0):
@@ -403,9 +404,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Cancelling):
                                ident, left_as(PENDING, now_ms, lease, lease.attempt - 1)) == 1
         if not snoozed:  # held back by a cancel request (caravel_lite.cancel)
             return self.end_cancelled(lease)
-        if snoozed:
-            self.telemetry.count("snoozed", lease.context.queue)
-        return snoozed
+        self.telemetry.count("snoozed", lease.context.queue)
+        return True
 
     @budgeted
     def reclaim_expired(self, queue: str) -> int:

@@ -1,6 +1,7 @@
 """``caravel-lite queues``: one row per queue (``--queue``: that queue only): jobs
 ready, delayed, leased (live), expired, dead letters, completed within --since
-(default 1h), the age of the oldest ready job, and whether it is paused. Read-only; sees every tenant.
+(default 1h), the age of the oldest ready job, and whether it is paused. Read-only;
+sees every tenant.
 ``--json``: one object per queue."""
 from __future__ import annotations
 

@@ -247,7 +247,8 @@ def test_prune_pauses_after_each_batch_for_as_long_as_the_pacing_asks(db, seeded
     pauses = []
     pruner = retention.Pruner(db, sleep=pauses.append, timer=Ticking(0.03))
     seen = []
-    assert pruner.prune(cutoff, (JobState.COMPLETED, JobState.DEAD_LETTER), "old", 4, progress=seen.append) == 13
+    assert pruner.prune(cutoff, (JobState.COMPLETED, JobState.DEAD_LETTER), "old", 4,
+                        progress=seen.append) == 13
     # completed 4, 4, 2, then the dead letters 3: a pause before every batch but the
     # first, none after the last (it is owed, for the worker to wait out).
     assert [p.deleted for p in seen[1:]] == [4, 8, 10, 13]

@@ -11,6 +11,7 @@ import pytest
 from caravel_lite import (DatabaseQueue, Dispatch, Failure, InvalidField, JobContext,
                           QueueAdmin, QueueOptions, QueueWorker)
 from caravel_lite import progress as progress_module
+from caravel_lite.cli import operating
 from caravel_lite.worker import renewals
 from tests.cli import procs
 from tests.control.app import QUEUE, READY_ENV, TENANT, Boom, Steps, registry
@@ -62,6 +63,8 @@ def test_a_running_jobs_progress_is_shown(db_url, tmp_path, monkeypatch):
         assert detail.progress_total == 200 and detail.progress_at is not None
         listed = {j.job_id: j for j in admin.jobs(queue=QUEUE)}
         assert listed[job_id].progress_total == 200
+        state_cell = operating.summary_row(listed[job_id])[3]  # the jobs table's STATE
+        assert state_cell.startswith("leased ") and state_cell.endswith("/200")
         wait_for(lambda: admin.job(job_id).state.value == "completed", message="completed")
     finally:
         run.stop()
