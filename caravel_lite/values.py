@@ -78,8 +78,8 @@ class JobContext:
     tenant_id: str
     attempt: int
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
-    # Where ctx.progress reports go: set by the worker that runs the job
-    # (caravel_lite.progress.ProgressReport); None elsewhere.
+    # Where ctx.progress reports go (an object with report(done, total)): set by the
+    # worker that runs the job; None elsewhere.
     _progress: Any = field(default=None, repr=False, compare=False)
 
     def raise_if_cancelled(self) -> None:

@@ -77,8 +77,10 @@ class Renewer(Ticker):
         """The progress reports due (changed, a second after the last write)."""
         queue = self._registry.queue
         for control in controls:
+            if control.progress is None or control.done:
+                continue
             due = control.progress.due()
-            if due is None or control.done:
+            if due is None:
                 continue
             self._used_db = True
             try:

@@ -70,9 +70,10 @@ class JobControl:
         self.next_renewal: Optional[float] = None
         # Set by the renewer when the job's cancel request was read (caravel_lite.cancel).
         self.cancel_requested = False
-        # ctx.progress reports, written by the renewer (caravel_lite.progress).
-        self.progress = ProgressReport()
-        object.__setattr__(lease.context, "_progress", self.progress)
+        # ctx.progress reports (caravel_lite.progress), written by the renewer; made on
+        # the first report, so a job that reports none costs nothing more.
+        self.progress: Optional[ProgressReport] = None
+        object.__setattr__(lease.context, "_progress", self)
         self._lock = threading.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._task: Optional[asyncio.Future[Any]] = None
@@ -80,6 +81,16 @@ class JobControl:
     @property
     def ctx(self) -> JobContext:
         return self.lease.context
+
+    def report(self, done: int, total: Optional[int]) -> None:
+        """ctx.progress, from the handler's thread."""
+        progress = self.progress
+        if progress is None:
+            with self._lock:
+                if self.progress is None:
+                    self.progress = ProgressReport()
+                progress = self.progress
+        progress.report(done, total)
 
     def cancel(self, reason: str) -> None:
         with self._lock:
