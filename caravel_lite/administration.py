@@ -25,6 +25,9 @@ from caravel_lite.values import (Failure, JobState, JobStatus, PeekedJob, Priori
 if TYPE_CHECKING:
     from caravel_lite.observability import Telemetry
 
+# The final states a replay makes due again.
+REPLAYABLE = (JobState.DEAD_LETTER.value, JobState.CANCELLED.value)
+
 
 class Administration:
     """Tenant-scoped inspection and administration mixed into :class:`DatabaseQueue`."""
@@ -61,16 +64,18 @@ class Administration:
                          row.replay_count, Priority(row.priority))
 
     def replay(self, job_id: Union[uuid.UUID, str], queue: str, tenant_id: str) -> bool:
-        """Make a DEAD_LETTER job due now again: same id and payload, attempts reset,
-        failure cleared, replay_count + 1. False for any other state or tenant, and for
+        """Make a DEAD_LETTER (or CANCELLED) job due now again: same id and payload,
+        attempts reset, failure and cancel request cleared, replay_count + 1. False for
+        any other state or tenant, and for
         the loser of two simultaneous replays. Replay can repeat side effects."""
         Job = self._jobs
         now_ms = self._now_ms()
         changed = (Job.update(state=JobState.PENDING.value, attempts=0, available_at=now_ms,
                               last_failure=None, finished_at=None,
-                              replay_count=Job.replay_count + 1, updated_at=now_ms)
+                              replay_count=Job.replay_count + 1, updated_at=now_ms,
+                              cancel_requested_at=None)
                    .where(self._scoped(job_id, queue, tenant_id)
-                          & (Job.state == JobState.DEAD_LETTER.value))
+                          & Job.state.in_(REPLAYABLE))
                    .execute())
         if changed:
             self.telemetry.count("replayed", queue)
@@ -98,7 +103,8 @@ class Administration:
         row = (Job.select(total(pending & due), total(pending & ~due), total(leased & live),
                           total(leased & ~live),
                           total(Job.state == JobState.DEAD_LETTER.value),
-                          total(Job.state == JobState.COMPLETED.value))
+                          total(Job.state == JobState.COMPLETED.value),
+                          total(Job.state == JobState.CANCELLED.value))
                .where(where).tuples().get())
         return QueueCounts(from_ms(now_ms), *(int(value) for value in row))
 

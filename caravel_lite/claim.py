@@ -92,6 +92,12 @@ class Claimer:
         return self.sweep_expired(queue_name, now_ms)
 
     def sweep_expired(self, queue_name: str, now_ms: int) -> Tuple[int, int]:
+        # A cancel request outlives its worker: the expired lease ends CANCELLED.
+        cancelled = self._fenced(self._sql.sweep_cancelled, (now_ms, now_ms, queue_name, now_ms))
+        if cancelled:
+            self.telemetry.count("cancelled", queue_name, cancelled)
+            logger.warning("%d expired lease(s) on queue %s cancelled as requested",
+                           cancelled, queue_name)
         dead = self._fenced(self._sql.sweep_exhausted, (now_ms, now_ms, queue_name, now_ms))
         reclaimed = self._fenced(self._sql.sweep_reclaimable, (now_ms, queue_name, now_ms))
         if dead:
@@ -104,7 +110,7 @@ class Claimer:
             # the claims that follow take them over, each with an attempt spent.
             logger.warning("%d expired lease(s) on queue %s taken over: claimable again "
                            "(last failure lease_expired)", reclaimed, queue_name)
-        return dead, reclaimed
+        return dead + cancelled, reclaimed  # both final
 
     # -- claiming ---------------------------------------------------------------------
 

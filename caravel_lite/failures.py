@@ -42,6 +42,9 @@ class ErrorInfo:
     error_type: Optional[str] = None
     site: Optional[str] = None
     description: Optional[str] = None
+    # Only with QueueOptions(record_errors=True) (caravel_lite.recorded_errors).
+    message: Optional[str] = None
+    trace: Optional[str] = None
 
 
 def qualified_name(cls: type) -> str:
@@ -152,8 +155,8 @@ class FailureLog:
         # queue and replay_count are read from the job's row itself.
         self._insert = (
             f"INSERT INTO {t} (job_id, seq, queue, failed_at, attempt, replays, category, "
-            f"error_type, site, description) SELECT id, {p}, queue, {p}, {p}, replay_count, "
-            f"{p}, {p}, {p}, {p} FROM {JOBS_TABLE} WHERE id = {p}")
+            f"error_type, site, description, message, trace) SELECT id, {p}, queue, {p}, {p}, "
+            f"replay_count, {p}, {p}, {p}, {p}, {p}, {p} FROM {JOBS_TABLE} WHERE id = {p}")
         self._trim = f"DELETE FROM {t} WHERE job_id = {p} AND seq <= {p}"
 
     def fail(self, fenced_sql: str, params: Sequence[Any], job_id: str, attempt: int,
@@ -177,7 +180,8 @@ class FailureLog:
         (last,) = self.db.execute_sql(self._last_seq, (job_id,)).fetchone()
         seq = (last or 0) + 1
         self.db.execute_sql(self._insert, (seq, now_ms, attempt, category, info.error_type,
-                                           info.site, info.description, job_id))
+                                           info.site, info.description, info.message,
+                                           info.trace, job_id))
         if seq > KEEP:
             self.db.execute_sql(self._trim, (job_id, seq - KEEP))
 

@@ -42,6 +42,13 @@ class QueueOptions:
       that returns a short text it judges safe to store (or None); kept in the
       failure history, at most 1 KiB of UTF-8. Without it no text is stored, only the
       exception's type and where it was raised.
+    - ``record_errors``: False (default) or True: store, per failed attempt, the
+      exception's message (at most 1 KiB of UTF-8) and a short traceback (file, line
+      and function of each frame, never a local variable), shown by the operator
+      views and the failure log line. Only for applications whose messages carry no
+      secrets or personal data (see ``redact``).
+    - ``redact``: None, or a callable given the message that returns the text to store
+      (or None to store none); used only with ``record_errors``.
     """
 
     max_attempts: int = 3
@@ -53,6 +60,8 @@ class QueueOptions:
     max_retry_delay: timedelta = timedelta(minutes=5)
     describe_failure: Optional[Callable[[BaseException], Optional[str]]] = None
     max_result_bytes: int = 64 * 1024
+    record_errors: bool = False
+    redact: Optional[Callable[[str], Optional[str]]] = None
 
     def __post_init__(self) -> None:
         check_int("max_attempts", self.max_attempts, 1, 100)
@@ -74,6 +83,11 @@ class QueueOptions:
         if self.describe_failure is not None and not callable(self.describe_failure):
             raise InvalidField("describe_failure", "must be a callable taking the exception "
                                "and returning a str or None")
+        if not isinstance(self.record_errors, bool):
+            raise InvalidField("record_errors", "must be True or False")
+        if self.redact is not None and not callable(self.redact):
+            raise InvalidField("redact", "must be a callable taking the message and "
+                               "returning a str or None")
 
 
 def resolve_options(value: object) -> QueueOptions:

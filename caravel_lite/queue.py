@@ -25,6 +25,7 @@ import peewee
 from caravel_lite import failures, job_options, validation
 from caravel_lite.administration import Administration
 from caravel_lite.aio import AsyncQueueCalls
+from caravel_lite.cancel import Cancelling
 from caravel_lite.claim import CANDIDATES, Claimer
 from caravel_lite.enqueue import Enqueuing
 from caravel_lite.clock import (Clock, ceil_ms, duration_micros, floor_ms, from_ms, now_micros,
@@ -33,6 +34,7 @@ from caravel_lite.dialect import dialect_of
 from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, default_telemetry
 from caravel_lite.options import QueueOptions, resolve_options
+from caravel_lite.recorded_errors import recorded
 from caravel_lite.registry import JobRegistry, require_registry
 from caravel_lite.results import Results
 from caravel_lite.job_options import RunOptions
@@ -77,7 +79,7 @@ def backoff_micros(options: QueueOptions, attempt: int,
     return base << exponent
 
 
-class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results):
+class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancelling):
     """The queue over one Peewee database (SQLite, PostgreSQL or MariaDB/MySQL).
 
     ``db`` must have been migrated (:func:`caravel_lite.migrate`); the queue never
@@ -324,12 +326,14 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results):
 
         Fenced by the lease, so it may be repeated (a repeat answers False and writes
         no second history row). A lost reply: the row is read back, and True when it
-        holds this call's write, else the failure is sent again."""
+        holds this call's write, else the failure is sent again. A job with a cancel
+        request (:mod:`caravel_lite.cancel`) is not retried: it ends CANCELLED (True)."""
         if not isinstance(failure, Failure):
             raise InvalidField("failure", f"must be a caravel_lite.Failure, got {failure!r}")
         if error is not None and not isinstance(error, BaseException):
             raise InvalidField("error", f"must be an exception, got {type(error).__name__}")
-        info = failures.describe(error, self.options.describe_failure)
+        info = recorded(failures.describe(error, self.options.describe_failure), error,
+                        self.options)
         now_us = self._now_us()
         now_ms = floor_ms(now_us)
         queue = lease.context.queue
@@ -358,10 +362,11 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results):
             return (row is not None and left(row)) or record()
 
         changed = recovering(self.dialect, self.db, record, recover)
-        if changed:
-            self.telemetry.count("failed", queue, failure=failure.value)
-            self.telemetry.count(outcome, queue, failure=failure.value)
-        return changed
+        if not changed:  # a cancel request holds the retry back: the job ends CANCELLED
+            return self.end_cancelled(lease)
+        self.telemetry.count("failed", queue, failure=failure.value)
+        self.telemetry.count(outcome, queue, failure=failure.value)
+        return True
 
     @budgeted
     def release(self, lease: QueueLease) -> bool:
@@ -372,16 +377,18 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results):
 
         Fenced by the lease, so it may be repeated (a repeat answers False). A lost
         reply: the row is read back, and True when it is PENDING by this call's write,
-        else the release is sent again."""
+        else the release is sent again. A job with a cancel request ends CANCELLED
+        instead (True)."""
         if not isinstance(lease, QueueLease):
             raise InvalidField("lease", f"must be a QueueLease, got {lease!r}")
         now_ms = floor_ms(self._now_us())
         ident = lease._id_text()
         released = self._fenced(self._sql.release, (now_ms, ident, lease._token, now_ms),
                                 ident, left_as(PENDING, now_ms, lease, lease.attempt - 1)) == 1
-        if released:
-            self.telemetry.count("released", lease.context.queue)
-        return released
+        if not released:  # held back by a cancel request (caravel_lite.cancel)
+            return self.end_cancelled(lease)
+        self.telemetry.count("released", lease.context.queue)
+        return True
 
     @budgeted
     def snooze(self, lease: QueueLease, delay: timedelta) -> bool:
@@ -392,7 +399,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results):
 
         Fenced by the lease, so it may be repeated (a repeat answers False). A lost
         reply: the row is read back, and True when it is PENDING by this call's write,
-        else the snooze is sent again."""
+        else the snooze is sent again. A job with a cancel request ends CANCELLED
+        instead (True)."""
         if not isinstance(lease, QueueLease):
             raise InvalidField("lease", f"must be a QueueLease, got {lease!r}")
         if not isinstance(delay, timedelta) or delay < timedelta(0):
@@ -403,9 +411,10 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results):
         ident = lease._id_text()
         snoozed = self._fenced(self._sql.snooze, (due_ms, now_ms, ident, lease._token, now_ms),
                                ident, left_as(PENDING, now_ms, lease, lease.attempt - 1)) == 1
-        if snoozed:
-            self.telemetry.count("snoozed", lease.context.queue)
-        return snoozed
+        if not snoozed:  # held back by a cancel request (caravel_lite.cancel)
+            return self.end_cancelled(lease)
+        self.telemetry.count("snoozed", lease.context.queue)
+        return True
 
     @budgeted
     def reclaim_expired(self, queue: str) -> int:

@@ -18,6 +18,8 @@ JOBS_TABLE = "caravel_jobs"
 OUTBOX_TABLE = "caravel_outbox"
 FAILURES_TABLE = "caravel_failures"
 HISTORY_TABLE = "caravel_migrations"
+PAUSED_TABLE = "caravel_paused_queues"
+WORKERS_TABLE = "caravel_workers"
 
 # A Model subclass whose columns are set at run time: a type checker cannot see them.
 RuntimeModel = Any
@@ -87,6 +89,12 @@ def job_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
         # (caravel_lite.job_options), and a kept return value (caravel_lite.results).
         "job_options": JOB_OPTIONS_FIELD(),
         "result": result_field(dialect),
+        # Migration 0009: an operator's cancel request for a leased job, and the
+        # progress its handler last reported (caravel_lite.cancel, .progress).
+        "cancel_requested_at": peewee.BigIntegerField(null=True),
+        "progress_done": peewee.BigIntegerField(null=True),
+        "progress_total": peewee.BigIntegerField(null=True),
+        "progress_at": peewee.BigIntegerField(null=True),
     })
     return columns
 
@@ -258,6 +266,9 @@ def failure_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
         "error_type": peewee.CharField(max_length=255, null=True),
         "site": peewee.CharField(max_length=255, null=True),
         "description": peewee.TextField(null=True),
+        # Migration 0009: only with QueueOptions(record_errors=True).
+        "message": peewee.TextField(null=True),
+        "trace": peewee.TextField(null=True),
     }
 
 
@@ -273,3 +284,33 @@ def failures_model(db: peewee.Database) -> RuntimeModel:
     """The runtime model of the failure history, bound to ``db``. Never creates it."""
     return build_model(db, FAILURES_TABLE, failure_columns(dialect_of(db)),
                        FAILURE_INDEXES, primary_key=FAILURES_KEY)
+
+
+def paused_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
+    """Paused queues (migration 0009): one row per queue no worker claims from."""
+    return {"queue": exact_text(dialect, 64, primary_key=True),
+            "paused_at": peewee.BigIntegerField()}
+
+
+def worker_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
+    """Worker heartbeats (migration 0009): one row per running worker, refreshed each
+    beat, removed by a clean stop (caravel_lite.heartbeats)."""
+    return {
+        "worker_id": peewee.CharField(max_length=16, primary_key=True),
+        "host": peewee.CharField(max_length=255),
+        "pid": peewee.IntegerField(),
+        "queues": peewee.TextField(),
+        "concurrency": peewee.IntegerField(),
+        "version": peewee.CharField(max_length=32),
+        "started_at": peewee.BigIntegerField(),
+        "last_seen_at": peewee.BigIntegerField(),
+        "running": peewee.IntegerField(),
+    }
+
+
+def control_models(db: peewee.Database) -> Tuple[RuntimeModel, RuntimeModel]:
+    """The runtime models of the paused queues and the worker heartbeats, bound to
+    ``db``. Never creates them."""
+    dialect = dialect_of(db)
+    return (build_model(db, PAUSED_TABLE, paused_columns(dialect)),
+            build_model(db, WORKERS_TABLE, worker_columns(dialect)))

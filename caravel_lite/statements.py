@@ -49,6 +49,7 @@ class Statements:
     expired_exists: str
     sweep_exhausted: str
     sweep_reclaimable: str
+    sweep_cancelled: str
     candidates: str
     take: str
     renew: str
@@ -68,6 +69,9 @@ class Statements:
         values = ", ".join([p] * len(JOB_COLUMNS))
         expired = f"queue = {p} AND state = '{LEASED}' AND lease_expires_at <= {p}"
         cleared = "lease_token = NULL, lease_expires_at = NULL"
+        # A job with a cancel request (caravel_lite.cancel) is never made runnable
+        # again: these statements skip it, and it ends CANCELLED instead.
+        unrequested = "AND cancel_requested_at IS NULL"
         return cls(
             insert=f"INSERT INTO {t} ({', '.join(JOB_COLUMNS)}) VALUES ({values})",
             existing_by_dedup=f"SELECT id, wire_name, payload FROM {t} WHERE dedup_key = {p}",
@@ -77,12 +81,17 @@ class Statements:
             sweep_exhausted=(
                 f"UPDATE {t} SET state = '{DEAD}', last_failure = 'attempts_exhausted', "
                 f"{cleared}, finished_at = {p}, updated_at = {p} "
-                f"WHERE {expired} AND attempts >= max_attempts"),
+                f"WHERE {expired} AND attempts >= max_attempts {unrequested}"),
             # params: now_ms (updated), queue, now_ms
             sweep_reclaimable=(
                 f"UPDATE {t} SET state = '{PENDING}', last_failure = 'lease_expired', "
                 f"{cleared}, updated_at = {p} "
-                f"WHERE {expired} AND attempts < max_attempts"),
+                f"WHERE {expired} AND attempts < max_attempts {unrequested}"),
+            # params: now_ms (finished), now_ms (updated), queue, now_ms
+            sweep_cancelled=(
+                f"UPDATE {t} SET state = '{JobState.CANCELLED.value}', {cleared}, "
+                f"finished_at = {p}, updated_at = {p} "
+                f"WHERE {expired} AND cancel_requested_at IS NOT NULL"),
             # params: queue, now_ms
             candidates=(
                 f"SELECT {CANDIDATE_COLUMNS} FROM {t} "
@@ -107,7 +116,7 @@ class Statements:
             # params: due_ms, failure, now_ms (updated), id, token, now_ms
             retry=(
                 f"UPDATE {t} SET state = '{PENDING}', available_at = {p}, last_failure = {p}, "
-                f"{cleared}, updated_at = {p} WHERE {owned}"),
+                f"{cleared}, updated_at = {p} WHERE {owned} {unrequested}"),
             # params: failure, now_ms (finished), now_ms (updated), id, token, now_ms
             dead_letter=(
                 f"UPDATE {t} SET state = '{DEAD}', last_failure = {p}, {cleared}, "
@@ -116,11 +125,11 @@ class Statements:
             # and last failure as they were. params: now_ms (updated), id, token, now_ms
             release=(
                 f"UPDATE {t} SET state = '{PENDING}', attempts = attempts - 1, {cleared}, "
-                f"updated_at = {p} WHERE {owned}"),
+                f"updated_at = {p} WHERE {owned} {unrequested}"),
             # The same with a new due time. params: due_ms, now_ms (updated), id, token, now_ms
             snooze=(
                 f"UPDATE {t} SET state = '{PENDING}', attempts = attempts - 1, "
-                f"available_at = {p}, {cleared}, updated_at = {p} WHERE {owned}"),
+                f"available_at = {p}, {cleared}, updated_at = {p} WHERE {owned} {unrequested}"),
             # What a claim whose reply was lost took: the rows holding its token, in
             # the shape UPDATE ... RETURNING gives. params: queue, token
             leased_by_token=(

@@ -20,6 +20,8 @@ class JobState(str, enum.Enum):
     LEASED = "leased"
     COMPLETED = "completed"
     DEAD_LETTER = "dead_letter"
+    # Stopped by an operator (caravel_lite.cancel): final, replayable like a dead letter.
+    CANCELLED = "cancelled"
 
 
 class Failure(str, enum.Enum):
@@ -94,6 +96,9 @@ class JobContext:
     tenant_id: str
     attempt: int
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
+    # Where ctx.progress reports go (an object with report(done, total)): set by the
+    # worker that runs the job; None elsewhere.
+    _progress: Any = field(default=None, repr=False, compare=False)
 
     def raise_if_cancelled(self) -> None:
         """Raise :class:`Cancelled` if the job must stop now."""
@@ -108,6 +113,18 @@ class JobContext:
         back) when the lease is no longer owned. See :mod:`caravel_lite.effects`."""
         from caravel_lite import effects  # the worker's side; values stay a leaf module
         return effects.transaction(self)
+
+    def progress(self, done: int, total: Optional[int] = None) -> None:
+        """Report how far the job got (``done`` of ``total``, whole numbers >= 0; bad
+        values raise ``InvalidField``). Never waits on the database: the worker stores
+        the latest value at most once a second, only when it changed, and the operator
+        views show it. Outside a worker (a test calling the handler) it only checks the
+        values."""
+        from caravel_lite.progress import check_progress
+
+        checked = check_progress(done, total)
+        if self._progress is not None:
+            self._progress.report(*checked)
 
 
 @dataclass(frozen=True)
@@ -174,6 +191,7 @@ class QueueCounts:
     expired_leases: int
     dead_letter: int
     completed: int
+    cancelled: int = 0
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,8 @@ class ServerDatabases:
 
 
 def clear_tables(db: peewee.Database) -> None:
-    for table in ("caravel_jobs", "caravel_outbox", "caravel_failures"):
+    for table in ("caravel_jobs", "caravel_outbox", "caravel_failures",
+                  "caravel_paused_queues", "caravel_workers"):
         db.execute_sql(f"DELETE FROM {table}")
 
 

@@ -18,6 +18,7 @@ import peewee
 
 from caravel_lite import validation
 from caravel_lite.admin import lookup, retention
+from caravel_lite.admin.control import CONTROL_COLUMNS, AdminControl, control_fields
 from caravel_lite.admin.filters import (Instant, JobFilter, check_cursor, matching_rows,
                                         page_limit, queue_names, read_newest,
                                         recheck)
@@ -46,6 +47,7 @@ ACTION_BATCH = 500
 ERROR_TYPE_BATCH = 200
 DEAD = JobState.DEAD_LETTER.value
 PENDING = JobState.PENDING.value
+CANCELLED = JobState.CANCELLED.value
 
 
 def _maybe_ms(value: Any) -> Optional[datetime]:
@@ -63,7 +65,7 @@ def _summary_fields(row: Sequence[Any]) -> Dict[str, Any]:
         claimed_at=_maybe_ms(row[14]))
 
 
-class QueueAdmin:
+class QueueAdmin(AdminControl):
     """Operator views and actions over every tenant of the queue database ``db``
     (migrated with :func:`caravel_lite.migrate`). ``clock`` is the source of "now"
     (the system UTC clock by default), as for :class:`~caravel_lite.DatabaseQueue`;
@@ -84,12 +86,13 @@ class QueueAdmin:
         self._replay = (
             f"UPDATE {JOBS_TABLE} SET state = '{PENDING}', attempts = 0, available_at = {p}, "
             f"last_failure = NULL, finished_at = NULL, replay_count = replay_count + 1, "
-            f"updated_at = {p} WHERE state = '{DEAD}' AND id IN ({{ids}})")
+            f"cancel_requested_at = NULL, updated_at = {p} "
+            f"WHERE state IN ('{DEAD}', '{CANCELLED}') AND id IN ({{ids}})")
         # now_ms (available), now_ms (updated), then "id IN (...) AND <filter>".
         self._replay_many = (
             f"UPDATE {JOBS_TABLE} SET state = '{PENDING}', attempts = 0, available_at = {p}, "
             f"last_failure = NULL, finished_at = NULL, replay_count = replay_count + 1, "
-            f"updated_at = {p} WHERE")
+            f"cancel_requested_at = NULL, updated_at = {p} WHERE")
         # now_ms (finished), now_ms (updated), then "id IN (...) AND <filter>".
         self._discard_many = (
             f"UPDATE {JOBS_TABLE} SET state = '{DEAD}', last_failure = "
@@ -124,11 +127,11 @@ class QueueAdmin:
                             since, until)
         cursor = check_cursor(after)
         size = page_limit(limit)
-        columns = SUMMARY_COLUMNS + (", payload" if include_payload else "")
+        columns = SUMMARY_COLUMNS + CONTROL_COLUMNS + (", payload" if include_payload else "")
         rows = read_newest(self.db, columns, f, cursor, size + 1)
         error_types = self._last_error_types([row for row in rows[:size] if row[12]])
-        jobs = tuple(JobSummary(**_summary_fields(row),
-                                payload=row[15] if include_payload else None,
+        jobs = tuple(JobSummary(**_summary_fields(row), **control_fields(row, 15),
+                                payload=row[19] if include_payload else None,
                                 last_error_type=error_types.get(row[0]))
                      for row in rows[:size])
         return JobPage(jobs, str(jobs[-1].job_id) if len(rows) > size else None)
@@ -158,7 +161,7 @@ class QueueAdmin:
         ``include_payload``."""
         ident = validation.check_uuid("job_id", job_id)
         p = self.db.param
-        columns = DETAIL_COLUMNS + (", payload, result" if include_payload else "")
+        columns = DETAIL_COLUMNS + CONTROL_COLUMNS + (", payload, result" if include_payload else "")
         row = self.db.execute_sql(f"SELECT {columns} FROM {JOBS_TABLE} WHERE id = {p}",
                                   (ident,)).fetchone()
         if row is None:
@@ -167,8 +170,10 @@ class QueueAdmin:
         fields = _summary_fields(row)
         error_type = (history[-1].error_type
                       if history and history[-1].category is fields["last_failure"] else None)
-        return JobDetail(**fields, payload=row[18] if include_payload else None,
-                         result=row[19] if include_payload else None,
+        return JobDetail(**fields, **control_fields(row, 18),
+                         worker_id=self._holder(fields["state"], ident),
+                         payload=row[22] if include_payload else None,
+                         result=row[23] if include_payload else None,
                          last_error_type=error_type,
                          idempotency_key=row[15], updated_at=_maybe_ms(row[16]),
                          renewals=row[17], failures=history)
@@ -185,12 +190,12 @@ class QueueAdmin:
         ident = validation.check_uuid("job_id", job_id)
         rows = self.db.execute_sql(
             f"SELECT seq, failed_at, attempt, replays, category, error_type, site, "
-            f"description FROM {FAILURES_TABLE} WHERE job_id = {self.db.param} "
-            f"ORDER BY seq", (ident,)).fetchall()
+            f"description, message, trace FROM {FAILURES_TABLE} "
+            f"WHERE job_id = {self.db.param} ORDER BY seq", (ident,)).fetchall()
         return tuple(FailureRecord(seq, from_ms(int(at)), attempt, replays, Failure(category),
-                                   error_type, site, description)
-                     for seq, at, attempt, replays, category, error_type, site, description
-                     in rows)
+                                   error_type, site, description, message, trace)
+                     for seq, at, attempt, replays, category, error_type, site, description,
+                     message, trace in rows)
 
     def stats(self, queue: Optional[str] = None, since: Instant = DEFAULT_WINDOW, *,
               by_tenant: bool = False) -> QueueStats:
@@ -280,15 +285,16 @@ class QueueAdmin:
                     failure: Union[Failure, str, None] = None, since: Optional[Instant] = None,
                     until: Optional[Instant] = None, *, dry_run: bool = False) -> int:
         """Replay every dead letter matching the filters (those of :meth:`jobs`; only
-        dead letters can be replayed, so ``state`` may only be DEAD_LETTER), as
+        dead letters and cancelled jobs can be replayed, so ``state`` may only be
+        DEAD_LETTER, the default, or CANCELLED), as
         ``DatabaseQueue.replay`` does one: same id and payload, attempts reset, due
         now, failure cleared, replay_count + 1. Returns how many were replayed, or
         with ``dry_run`` how many would be, changing nothing. Works through the
         matches newest first in batches of 500, each one UPDATE that checks the state
         and every filter again (a job replayed, deleted or failed otherwise meanwhile
         is not touched and not counted). Replay can repeat side effects."""
-        f = self._bulk_filter("replayed", (JobState.DEAD_LETTER,), queue, state, tenant_id,
-                              wire_name, failure, since, until)
+        f = self._bulk_filter("replayed", (JobState.DEAD_LETTER, JobState.CANCELLED), queue,
+                              state, tenant_id, wire_name, failure, since, until)
         if dry_run:
             return self._count_matching(f)
         total = self._update_matching(
@@ -356,7 +362,8 @@ class QueueAdmin:
         return total
 
     def replay(self, job_id: Union[uuid.UUID, str]) -> bool:
-        """Replay one dead letter of any tenant (as :meth:`replay_many` does); False
+        """Replay one dead letter or cancelled job of any tenant (as :meth:`replay_many`
+        does); False
         for any other state, an unknown id, or the loser of two simultaneous replays."""
         ident = validation.check_uuid("job_id", job_id)
         row = self.db.execute_sql(f"SELECT queue FROM {JOBS_TABLE} WHERE id = {self.db.param}",

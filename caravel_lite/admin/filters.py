@@ -192,7 +192,8 @@ def _plans(db: peewee.Database, f: JobFilter) -> List[JobFilter]:
         states = [f.state]
     elif f.failure is not None:
         # A completion clears the last failure: only these states can have one.
-        states = [JobState.PENDING, JobState.LEASED, JobState.DEAD_LETTER]
+        states = [JobState.PENDING, JobState.LEASED, JobState.DEAD_LETTER,
+                  JobState.CANCELLED]
     else:
         states = list(JobState)
     if f.tenant_id is not None or f.queue is not None:

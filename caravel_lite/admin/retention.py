@@ -31,7 +31,7 @@ from caravel_lite.errors import InvalidField
 from caravel_lite.schema import FAILURES_TABLE, JOBS_TABLE, PRUNE_INDEX
 from caravel_lite.values import JobState
 
-FINISHED = (JobState.COMPLETED, JobState.DEAD_LETTER)
+FINISHED = (JobState.COMPLETED, JobState.DEAD_LETTER, JobState.CANCELLED)
 MAX_BATCH = 10_000
 Progress = Callable[[PruneProgress], None]
 Sleep = Callable[[float], None]
@@ -39,14 +39,14 @@ Timer = Callable[[], float]
 
 
 def check_states(states: Iterable[object]) -> Tuple[JobState, ...]:
-    """COMPLETED and/or DEAD_LETTER (members or their values), at least one."""
+    """COMPLETED, DEAD_LETTER and/or CANCELLED (members or their values), at least one."""
     try:
         chosen = tuple(s if isinstance(s, JobState) else JobState(str(s).lower())
                        for s in states)
     except (TypeError, ValueError):
-        raise InvalidField("states", "may only name completed and dead_letter") from None
+        raise InvalidField("states", "may only name completed, dead_letter and cancelled") from None
     if not chosen or any(s not in FINISHED for s in chosen):
-        raise InvalidField("states", "may only name completed and dead_letter")
+        raise InvalidField("states", "may only name completed, dead_letter and cancelled")
     return tuple(dict.fromkeys(chosen))
 
 

@@ -35,6 +35,12 @@ class JobSummary:
     payload: Optional[str] = field(default=None, repr=False)
     claimed_at: Optional[datetime] = None
     last_error_type: Optional[str] = None
+    # Migration 0009: the progress its handler last reported (ctx.progress) and when,
+    # and when an operator asked a leased job to stop (it then ends CANCELLED).
+    progress_done: Optional[int] = None
+    progress_total: Optional[int] = None
+    progress_at: Optional[datetime] = None
+    cancel_requested_at: Optional[datetime] = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,10 @@ class FailureRecord:
     error_type: Optional[str]
     site: Optional[str]
     description: Optional[str] = None
+    # Only when the application records errors (QueueOptions(record_errors=True)): the
+    # (redacted) message and a short traceback, one "file:line in function" per line.
+    message: Optional[str] = None
+    trace: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,8 @@ class JobDetail(JobSummary):
     # A completed job's kept result, as stored (JSON text): like the payload, None
     # unless asked for (include_payload=True).
     result: Optional[str] = field(default=None, repr=False)
+    # The running worker holding its lease (QueueAdmin.workers), when leased by one.
+    worker_id: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,9 @@ COMMANDS: Sequence[str] = (
     "prune",
     "stats",
     "dashboard",
+    "cancel",
+    "pausing",
+    "workers",
 )
 
 PROG = "caravel-lite"

@@ -118,7 +118,8 @@ def add_filters(parser: argparse.ArgumentParser, state: bool = True) -> None:
     parser.add_argument("--queue", help="only this queue")
     if state:
         parser.add_argument("--state", type=state_choice,
-                            help="pending, leased, completed or dead_letter (dead)")
+                            help="pending, leased, completed, dead_letter (dead) or "
+                                 "cancelled")
     parser.add_argument("--tenant", help="only this tenant id (exact)")
     parser.add_argument("--wire-name", help="only jobs of this wire name")
     parser.add_argument("--failure", type=failure_choice,
@@ -242,9 +243,19 @@ def each_id(ids: Sequence[str]) -> Iterator[str]:
 
 
 def summary_row(job: Any) -> List[Any]:
-    return [job.job_id, job.queue_name, job.tenant_id, job.state.value, job.wire_name,
+    return [job.job_id, job.queue_name, job.tenant_id, job.state.value + progress_of(job),
+            job.wire_name,
             f"{job.attempts}/{job.max_attempts}",
             job.last_failure.value if job.last_failure else "-", when(job.enqueued_at)]
+
+
+def progress_of(job: Any) -> str:
+    """`` 40/100`` (or `` 40``) after a state, when the job reported progress."""
+    done = getattr(job, "progress_done", None)
+    if done is None:
+        return ""
+    total = getattr(job, "progress_total", None)
+    return f" {done}/{total}" if total is not None else f" {done}"
 
 
 SUMMARY_HEADERS = ("JOB", "QUEUE", "TENANT", "STATE", "WIRE NAME", "ATTEMPTS",

@@ -1,5 +1,5 @@
 """``caravel-lite prune --older-than 7d``: delete finished jobs (``--states``, default
-completed,dead_letter) that finished longer ago than that, of ``--queue`` only when
+completed,dead_letter,cancelled) that finished longer ago than that, of ``--queue`` only when
 given, with their failure history, in batches (``--batch-size``, default 100 on SQLite
 and 1000 elsewhere) with a pause after each one (on SQLite as long as it took, plus
 2 ms; a quarter of that elsewhere), so that workers keep running. Waiting and leased
@@ -19,6 +19,7 @@ import sys
 from typing import List, Optional, TextIO
 
 from caravel_lite.admin import PruneProgress
+from caravel_lite.admin.retention import FINISHED
 from caravel_lite.cli import common, operating
 from caravel_lite.errors import InvalidField
 from caravel_lite.scheduler import QueueScheduler
@@ -38,8 +39,9 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
     operating.add_database_and_json(cmd)
     cmd.add_argument("--older-than", type=operating.duration, required=True,
                      help="finished longer ago than this (7d, 12h ...)")
-    cmd.add_argument("--states", type=_states, default=[JobState.COMPLETED, JobState.DEAD_LETTER],
-                     help="comma-separated: completed, dead_letter (dead) (default both)")
+    cmd.add_argument("--states", type=_states, default=list(FINISHED),
+                     help="comma-separated: completed, dead_letter (dead), cancelled "
+                          "(default all three)")
     cmd.add_argument("--queue", help="only this queue")
     cmd.add_argument("--batch-size", type=int, default=None,
                      help="jobs per batch, 1..10000 "

@@ -1,6 +1,7 @@
 """``caravel-lite queues``: one row per queue (``--queue``: that queue only): jobs
 ready, delayed, leased (live), expired, dead letters, completed within --since
-(default 1h), and the age of the oldest ready job. Read-only; sees every tenant.
+(default 1h), the age of the oldest ready job, and whether it is paused. Read-only;
+sees every tenant.
 ``--json``: one object per queue."""
 from __future__ import annotations
 
@@ -23,14 +24,16 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 def run(args: argparse.Namespace) -> int:
     with operating.AdminSession(args) as admin:
         stats = admin.stats(queue=args.queue, since=args.since)
+        paused = admin.paused()
     if args.json:
         for q in stats.queues:
-            operating.print_json(q)
+            operating.print_json({**operating.plain(q), "paused": q.queue_name in paused})
         return common.OK
     operating.table(
         ("QUEUE", "READY", "DELAYED", "LEASED", "EXPIRED", "DEAD", "COMPLETED",
-         "OLDEST READY"),
+         "OLDEST READY", "PAUSED"),
         [(q.queue_name, q.ready, q.delayed, q.leased, q.expired, q.dead_letter, q.completed,
-          operating.age(q.oldest_ready_age)) for q in stats.queues],
+          operating.age(q.oldest_ready_age), "paused" if q.queue_name in paused else "")
+         for q in stats.queues],
         right=range(1, 8))
     return common.OK

@@ -28,8 +28,9 @@ def run(args: argparse.Namespace) -> int:
     with operating.AdminSession(args) as admin:
         if args.job_ids:
             return acting.on_ids(args, admin, "replayed", admin.replay,
-                                 lambda state: state is JobState.DEAD_LETTER,
-                                 "only dead letters can be replayed")
+                                 lambda state: state in (JobState.DEAD_LETTER,
+                                                         JobState.CANCELLED),
+                                 "only dead letters and cancelled jobs can be replayed")
         count = admin.replay_many(**filters, dry_run=args.dry_run)
     operating.print_count(args, count, "dead letter(s)", "replayed")
     return common.OK

@@ -1,5 +1,7 @@
 """``caravel-lite show JOB_ID``: one job of any tenant: its envelope and failure
-history (each failed attempt's time, attempt, category, exception type and site). The
+history (each failed attempt's time, attempt, category, exception type and site, and
+its message and short traceback where the application records errors), the worker
+running it, its progress and a pending cancel request. The
 payload only with ``--show-payload``. ``--json``: one object.
 
 JOB_ID may be the whole id or its beginning, as long as one job's id begins with it
@@ -8,8 +10,9 @@ with it; exit 2 if several do (they are named: give more of the id)."""
 from __future__ import annotations
 
 import argparse
+from typing import List, Tuple
 
-from caravel_lite.admin import QueueAdmin
+from caravel_lite.admin import JobDetail, QueueAdmin
 from caravel_lite.cli import common, operating
 
 
@@ -64,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
               ("lease expires", operating.when(job.lease_expires_at)),
               ("finished", operating.when(job.finished_at)),
               ("updated", operating.when(job.updated_at))]
+    fields += _control_lines(job)
     if args.show_payload:
         fields.append(("payload", job.payload))
         if job.result is not None:
@@ -81,4 +85,23 @@ def run(args: argparse.Namespace) -> int:
                     [(f.seq, operating.when(f.failed_at), f.replays, f.attempt,
                       f.category.value, f.error_type or "-", f.site or "-",
                       f.description or "-") for f in job.failures], right=(0, 2, 3))
+    for f in job.failures:  # only where the application records errors
+        if f.message or f.trace:
+            print(f"\n#{f.seq} message: {common.safe_text(f.message or '-')}")
+            for line in (f.trace or "").splitlines():
+                print(f"  {common.safe_text(line)}")
     return common.OK
+
+
+def _control_lines(job: JobDetail) -> List[Tuple[str, object]]:
+    """The worker running it, its progress, a pending cancel request (when there)."""
+    lines: List[Tuple[str, object]] = []
+    if job.worker_id is not None:
+        lines.append(("worker", job.worker_id))
+    if job.progress_done is not None:
+        total = f" of {job.progress_total}" if job.progress_total is not None else ""
+        lines.append(("progress", f"{job.progress_done}{total} "
+                                  f"(at {operating.when(job.progress_at)})"))
+    if job.cancel_requested_at is not None:
+        lines.append(("cancel requested", operating.when(job.cancel_requested_at)))
+    return lines

@@ -64,6 +64,10 @@ def register(subparsers: common.Subparsers) -> None:
                      help="while idle, delete this queue's jobs finished longer ago than "
                           "AGE (7d, 12h; at least 1m), a small batch at a time; default "
                           "off. Pruned idempotency keys lose their duplicate protection")
+    cmd.add_argument("--record-errors", action="store_true",
+                     help="store each failed attempt's exception message (at most 1 KiB) "
+                          "and a short traceback; only where messages hold no secrets "
+                          "(with a JobRegistry; a DatabaseQueue brings its own options)")
     common.add_log_level_argument(cmd)
     cmd.set_defaults(run=run)
 
@@ -83,6 +87,8 @@ def _options(args: argparse.Namespace) -> Optional[QueueOptions]:
         values["max_lease_lifetime"] = max(timedelta(hours=1), values["lease_duration"])
     if args.renew_seconds is not None:
         values["lease_renewal_interval"] = _seconds("--renew-seconds", args.renew_seconds)
+    if args.record_errors:
+        values["record_errors"] = True
     try:
         return QueueOptions(**values) if values else None
     except (InvalidField, ValueError, OverflowError) as exc:
@@ -91,7 +97,8 @@ def _options(args: argparse.Namespace) -> Optional[QueueOptions]:
 
 def _option_flags(args: argparse.Namespace) -> List[str]:
     return [flag for flag, value in (("--lease-seconds", args.lease_seconds),
-                                     ("--renew-seconds", args.renew_seconds))
+                                     ("--renew-seconds", args.renew_seconds),
+                                     ("--record-errors", args.record_errors or None))
             if value is not None]
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING, List, Optional
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, List, Optional
 from urllib.parse import parse_qsl, urlencode
 
 from caravel_lite.errors import InvalidField
@@ -25,9 +26,11 @@ if TYPE_CHECKING:
 # pending jobs. (A filter can never widen "delete" to live jobs.)
 BULK_STATE = {"replay": JobState.DEAD_LETTER, "delete": JobState.DEAD_LETTER,
               "discard": JobState.PENDING}
-VERBS = {"replay": "Replay", "discard": "Discard", "delete": "Delete"}
+# Cancel takes the pending and leased jobs of a filter (or only those of its state).
+CANCELLABLE = (JobState.PENDING.value, JobState.LEASED.value)
+VERBS = {"replay": "Replay", "discard": "Discard", "delete": "Delete", "cancel": "Cancel"}
 MAX_IDS = 1000
-_NEXT = re.compile(r"/(jobs(/[0-9a-f-]{36})?|dead-letters)?(\?[^#\s]*)?")
+_NEXT = re.compile(r"/(jobs(/[0-9a-f-]{36})?|dead-letters|workers)?(\?[^#\s]*)?")
 
 
 def _job_ids(page: "Page") -> List[uuid.UUID]:
@@ -68,6 +71,13 @@ def _expected_state(page: "Page", action: str) -> Optional[JobState]:
     return state
 
 
+def _bulk_filter(form: Any, action: str) -> JobFilter:
+    job_filter = JobFilter.from_params(form)
+    if action == "cancel":
+        return job_filter if job_filter.state in CANCELLABLE else replace(job_filter, state=None)
+    return job_filter.with_state(BULK_STATE[action])
+
+
 def _one(page: "Page", action: str, job_id: uuid.UUID, state: Optional[JobState]) -> bool:
     if action == "delete":
         return bool(page.admin.delete(job_id, state=state))
@@ -82,7 +92,7 @@ def act(page: "Page", match: "re.Match[str]") -> Response:
     by_filter = form.get("scope") == "filter"
     if not ids and not by_filter:
         raise InvalidField("job_id", "name at least one job, or act on a filter")
-    job_filter = JobFilter.from_params(form).with_state(BULK_STATE[action]) if by_filter else None
+    job_filter = _bulk_filter(form, action) if by_filter else None
     if job_filter is not None and not confirmed:
         # The range counted is the range acted on: a duration ("since 1h") becomes
         # the instant it means now, and the confirmation form carries that instant.

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, List, Optional, Pattern, Tuple
 from caravel_lite.clock import system_clock
 from caravel_lite.errors import InvalidField
 from caravel_lite.validation import check_int
-from caravel_lite.web import actions, pages
+from caravel_lite.web import actions, control, pages
 from caravel_lite.web.auth import (PASSWORD_VARIABLE, REALM, TOKEN_VARIABLE,
                                    USER_VARIABLE, Authenticator, Bind, check_bind)
 from caravel_lite.web.csrf import CsrfGuard
@@ -144,7 +144,10 @@ class Dashboard:
             ("GET", re.compile(rf"/jobs/{uuid_part}"), pages.job),
             ("GET", re.compile(r"/dead-letters"), pages.dead_letters),
             ("GET", re.compile(r"/schedules"), pages.schedules),
-            ("POST", re.compile(r"/actions/(?P<action>replay|discard|delete)"), actions.act),
+            ("GET", re.compile(r"/workers"), control.workers),
+            ("POST", re.compile(r"/actions/(?P<action>replay|discard|delete|cancel)"),
+             actions.act),
+            ("POST", re.compile(r"/actions/(?P<action>pause|resume)"), control.toggle),
         ]
 
     def warm(self) -> None:

@@ -23,7 +23,10 @@ HOUR_BUCKETS = 60                  # one-minute bars over the last hour
 DAY_BUCKET = timedelta(minutes=30)  # half-hour bars over the last day
 DAY_BUCKETS = 48
 NOTICES = {"replay": "Replayed {count} job{s}.", "discard": "Discarded {count} job{s}.",
-           "delete": "Deleted {count} job{s}."}
+           "delete": "Deleted {count} job{s}.",
+           "cancel": "Cancelled {count} job{s} (running ones end within a second or two).",
+           "pause": "Queue paused: workers stop claiming from it within 2 s.",
+           "resume": "Queue resumed: workers claim from it again within 2 s."}
 
 
 def notice(page: "Page") -> Optional[str]:
@@ -55,6 +58,7 @@ def overview(page: "Page", match: "re.Match[str]") -> Response:
     ages = [row.oldest_ready_age for row in stats.queues if row.oldest_ready_age is not None]
     return page.render(
         "overview.html", nav="overview", stats=stats, queue_name=queue_name, now=now,
+        paused=page.admin.paused(),
         oldest_ready_age=max(ages) if ages else None,
         hour=hour, day=day, notice=notice(page),
         hour_chart=charts.bar_chart(hour, "Completed and failed per minute, last hour", 10),

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 from caravel_lite import failures, job_options
 from caravel_lite.observability import Telemetry, logger
+from caravel_lite.options import QueueOptions
 from caravel_lite.outcomes import Snooze
 from caravel_lite.queue import backoff_micros
+from caravel_lite.recorded_errors import message_of
 from caravel_lite.values import Failure, QueueLease
 
 if TYPE_CHECKING:
@@ -118,9 +120,10 @@ class Acknowledgements:
                                             job_options.of_lease(lease)))
             done = self.queue.fail(lease, failure, error=error)
             if done:
-                logger.warning("job %s on queue %s: %s; %s", lease.job_id,
+                logger.warning("job %s on queue %s: %s; %s%s", lease.job_id,
                                lease.context.queue, _failure_text(failure, error),
-                               _attempt_text(lease, retry_at))
+                               _attempt_text(lease, retry_at),
+                               _recorded_text(error, self.queue.options))
             return done
         return self._write("failure", lease, write)
 
@@ -138,6 +141,14 @@ class Acknowledgements:
         if done:
             logger.info("job %s on queue %s handed back unstarted", lease.job_id,
                         lease.context.queue)
+        return done
+
+    def cancelled(self, lease: QueueLease) -> bool:
+        """End a job whose cancel request the worker saw: CANCELLED (fenced)."""
+        done = self._write("cancellation", lease, lambda: self.queue.end_cancelled(lease))
+        if done:
+            logger.info("job %s on queue %s cancelled as requested (attempt %d)",
+                        lease.job_id, lease.context.queue, lease.attempt)
         return done
 
     def lost(self, lease: QueueLease, why: str) -> None:
@@ -173,6 +184,12 @@ def _failure_text(failure: Failure, error: Optional[BaseException]) -> str:
         return (f"handler raised {failures.qualified_name(type(error))} at "
                 f"{failures.raise_site(error) or 'an unknown site'} ({failure.value})")
     return f"failed without running ({failure.value})"
+
+
+def _recorded_text(error: Optional[BaseException], options: QueueOptions) -> str:
+    """The message, when the application records errors (else nothing)."""
+    message = message_of(error, options) if error is not None else None
+    return f"; message: {message!r}" if message else ""
 
 
 def _attempt_text(lease: QueueLease, retry_at: Optional[datetime]) -> str:

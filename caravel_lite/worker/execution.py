@@ -57,6 +57,7 @@ class Outcome(str, enum.Enum):
     LEASE_LOST = LEASE_LOST          # nothing written; the lease runs out
     CANCELLED = CANCELLED            # cancelled by shutdown: left leased
     RELEASED = "released"            # never started: handed back
+    JOB_CANCELLED = "job_cancelled"  # an operator's cancel request: ends CANCELLED
     INFRASTRUCTURE_ERROR = "infrastructure_error"
 
 
@@ -255,6 +256,8 @@ class Runner:
 
     @staticmethod
     def _unstarted(control: JobControl) -> Settlement:
+        if control.cancel_requested:
+            return Settlement(Outcome.JOB_CANCELLED)
         if control.reason == CANCELLED:
             return Settlement(Outcome.RELEASED)
         return Settlement(Outcome.LEASE_LOST, why="lease lost before the handler started")
@@ -268,6 +271,8 @@ class Runner:
         lost = control.reason == LEASE_LOST or self.clock() >= control.lease.expires_at
         if lost:
             return Settlement(Outcome.LEASE_LOST, why="handler ended after its lease was lost")
+        if control.cancel_requested:  # whatever the handler did after being told
+            return Settlement(Outcome.JOB_CANCELLED, error=error)
         if control.reason == TIMED_OUT:
             return Settlement(Outcome.FAILED, Failure.TIMED_OUT, error)
         if isinstance(error, Snooze):

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Callable, Deque, Dict, List, Optional, Tuple
 
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outage import OutagePolicy
-from caravel_lite.queue import new_claim_token
 from caravel_lite.values import QueueLease
 from caravel_lite.worker.acks import Acknowledgements
+from caravel_lite.worker.control import RunControl
 from caravel_lite.worker.ending import ExitSteps, hand_back, release_claim
 from caravel_lite.worker.execution import Execution, Outcome, Runner, Scope, Settlement
 from caravel_lite.worker.executor import Executor
@@ -94,6 +94,8 @@ class RunLoop:
         # A claim under way: (queue, token) from before it is sent until its leases
         # are in ``waiting``.
         self.claiming: Optional[Tuple[str, str]] = None
+        # Heartbeat, worker id and paused queues (caravel_lite.worker.control).
+        self.control = RunControl(queue, names, concurrency)
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -108,6 +110,8 @@ class RunLoop:
                 self.take_reports()
                 if stop.is_set():
                     return
+                if self.control.tick(self.slots_taken):
+                    empty = False  # a queue was paused or resumed
                 self.hand_back_stale()
                 self.take_back_stuck()
                 self.start_waiting()
@@ -135,20 +139,21 @@ class RunLoop:
                         # lasts until the next batch is due, the pause it asked for.
                         self.pruning.step(self.names)
                         timeout = self.pruning.wait_limit(timeout)
-                    if self.listen(lambda: waiter.wait(wakeup, timeout)):
+                    if self.listen(lambda: self.control.wait(waiter, wakeup, timeout)):
                         empty = False
                 elif self.acks.waiting or not self.inbox.empty():
                     # Every slot busy: completions of fast jobs gather into one write;
                     # a job's completion is written at most ACK_LINGER after it
                     # finished, and a finished job does not wake this wait (Inbox), so
                     # a run of short jobs costs the loop one wake-up per linger.
-                    if not wakeup.wait(min(ACK_LINGER, self.stale_in())):
+                    if not wakeup.wait(min(ACK_LINGER, self.stale_in(),
+                                           self.control.until_beat())):
                         self.take_reports()
                         self.acks.flush()
                         if policy is not None:
                             policy.succeeded()
                 else:
-                    timeout = min(self.poll_interval, self.stale_in())
+                    timeout = min(self.poll_interval, self.stale_in(), self.control.until_beat())
                     self.listen(lambda: wakeup.wait(timeout))
             except Exception as exc:
                 if policy is None:
@@ -175,10 +180,12 @@ class RunLoop:
         for name in self.plan.order(self.names):
             if total >= limit:
                 break
+            if self.control.paused(name):
+                continue
             # The token is known before the claim is sent: an interrupt that lands
             # after the commit and before its leases are in ``waiting`` leaves the
             # exit path the token to hand the rows back by (finish).
-            self.claiming = (name, new_claim_token())
+            self.claiming = (name, self.control.token())
             batch = self.queue.claim_batch(name, limit - total, token=self.claiming[1])
             self.waiting.extend(batch.leases)
             self.claiming = None
@@ -368,6 +375,7 @@ class RunLoop:
         self.slots_taken = 0
         out.attempt(self.supervisor.close)
         out.attempt(self.executor.close)
+        out.attempt(self.control.close)
         if cause is not None:
             if out.errors:
                 logger.warning("worker could not write all it held on the way out: %s",

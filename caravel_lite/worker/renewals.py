@@ -15,11 +15,13 @@ import threading
 import time
 from typing import Callable, List, Optional
 
+from caravel_lite.cancel import POLL_INTERVAL
 from caravel_lite.connections import StatementTimedOut, bounded
 from caravel_lite.observability import logger
+from caravel_lite.progress import write_progress
 from caravel_lite.values import QueueLease
-from caravel_lite.worker.supervisor import (LEASE_LOST, SUPERVISOR_TICK, JobControl,
-                                            Supervisor, Ticker)
+from caravel_lite.worker.supervisor import (CANCEL_REQUESTED, LEASE_LOST, SUPERVISOR_TICK,
+                                            JobControl, Supervisor, Ticker)
 
 __all__ = ["Renewer", "RENEWAL_RETRY"]
 
@@ -35,6 +37,7 @@ class Renewer(Ticker):
         self._chore = chore
         self._used_db = False
         self.ride_out = False
+        self._next_poll = 0.0  # monotonic: the next read of cancel requests
 
     def renew_lease(self, lease: QueueLease) -> Optional[QueueLease]:
         """The one renewal statement of the worker: the renewed lease, or None when it
@@ -66,7 +69,57 @@ class Renewer(Ticker):
                 self._used_db = True
         except Exception as exc:  # a database error: the loop meets it too
             self._chore_failed(exc, controls)
+        self._poll_cancels(controls)
+        self._write_progress(controls)
         return wait
+
+    def _write_progress(self, controls: List[JobControl]) -> None:
+        """The progress reports due (changed, a second after the last write)."""
+        queue = self._registry.queue
+        for control in controls:
+            if control.progress is None or control.done:
+                continue
+            due = control.progress.due()
+            if due is None:
+                continue
+            self._used_db = True
+            try:
+                with bounded(queue.db, POLL_INTERVAL):
+                    write_progress(queue, control.lease, *due)
+            except Exception as exc:  # advisory: the next change is written
+                self._drop_connection()
+                logger.debug("job %s: progress not written (%s)", control.lease.job_id,
+                             type(exc).__name__)
+
+    def _poll_cancels(self, controls: List[JobControl]) -> None:
+        """Once a second, one read of the cancel requests of every running job (not a
+        read per job); a job with one is told to stop (``ctx.cancelled``) and ends
+        CANCELLED. Bounded like a renewal; a failed read is tried at the next poll
+        (a request is never lost: it stays on the row)."""
+        now = time.monotonic()
+        if now < self._next_poll:
+            return
+        self._next_poll = now + POLL_INTERVAL
+        watched = {c.lease._id_text(): c for c in controls
+                   if not c.done and not c.cancel_requested}
+        if not watched:
+            return
+        queue = self._registry.queue
+        self._used_db = True
+        try:
+            with bounded(queue.db, POLL_INTERVAL):
+                requested = queue.cancels.requested(queue.db, watched)
+        except Exception as exc:  # a database error: renewals and the loop judge it
+            self._drop_connection()
+            logger.debug("reading cancel requests failed (%s); retried in %.0f s",
+                         type(exc).__name__, POLL_INTERVAL)
+            return
+        for ident in requested:
+            control = watched[ident]
+            logger.info("job %s: cancel requested; cancelling the handler",
+                        control.lease.job_id)
+            control.cancel_requested = True
+            control.cancel(CANCEL_REQUESTED)
 
     def _renew(self, control: JobControl) -> None:
         with control.busy:

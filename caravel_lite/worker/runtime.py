@@ -36,6 +36,7 @@ from caravel_lite import validation
 from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outage import OutagePolicy, check_max_outage
+from caravel_lite.pausing import PausedCache
 from caravel_lite.queue import MAX_BATCH, DatabaseQueue
 from caravel_lite.values import QueueLease
 from caravel_lite.worker import waiter as waiting
@@ -180,6 +181,7 @@ class QueueWorker:
         # the executor an awaitable returned by a sync handler runs on.
         self._waiting: Deque[QueueLease] = deque()
         self._once: Optional[Tuple[Executor, Runner]] = None
+        self._paused = PausedCache(queue.db)  # run_once claims nothing from a paused queue
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -315,6 +317,8 @@ class QueueWorker:
         lease = self._next_waiting(queue_name)
         if lease is None:
             self._acks.flush()  # before the next claim
+            if self._paused.is_paused(queue_name):
+                return False
             leases = self._claim_for_run_once(queue_name, self.prefetch or 1)
             if not leases:
                 return False

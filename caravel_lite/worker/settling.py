@@ -89,6 +89,8 @@ class Settler:
         elif outcome is Outcome.CANCELLED:
             logger.info("job %s on queue %s cancelled by shutdown; left leased until its "
                         "lease expires", lease.job_id, lease.context.queue)
+        elif outcome is Outcome.JOB_CANCELLED:
+            acks.cancelled(lease)
         elif outcome is Outcome.LEASE_LOST:
             acks.lost(lease, settlement.why)
         else:  # INFRASTRUCTURE_ERROR: the renewer could not renew

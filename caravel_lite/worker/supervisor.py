@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from caravel_lite.observability import logger
+from caravel_lite.progress import ProgressReport
 from caravel_lite.values import JobContext, QueueLease
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 LEASE_LOST = "lease_lost"
 CANCELLED = "cancelled"
 TIMED_OUT = "timed_out"  # the job's timeout passed (caravel_lite.job_options)
+# An operator cancelled the job (caravel_lite.cancel): it ends CANCELLED.
+CANCEL_REQUESTED = "cancel_requested"
 
 # Longest a supervising thread sleeps between looks at the clock and the stop event
 # while jobs run: it bounds how late a shutdown or a deadline reaches a running handler,
@@ -70,6 +73,12 @@ class JobControl:
         # The job's timeout, and the instant (queue clock) it ends, set when it starts.
         self.timeout: Optional[timedelta] = None
         self.timeout_at: Optional[datetime] = None
+        # Set by the renewer when the job's cancel request was read (caravel_lite.cancel).
+        self.cancel_requested = False
+        # ctx.progress reports (caravel_lite.progress), written by the renewer; made on
+        # the first report, so a job that reports none costs nothing more.
+        self.progress: Optional[ProgressReport] = None
+        object.__setattr__(lease.context, "_progress", self)
         self._lock = threading.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._task: Optional[asyncio.Future[Any]] = None
@@ -77,6 +86,16 @@ class JobControl:
     @property
     def ctx(self) -> JobContext:
         return self.lease.context
+
+    def report(self, done: int, total: Optional[int]) -> None:
+        """ctx.progress, from the handler's thread."""
+        progress = self.progress
+        if progress is None:
+            with self._lock:
+                if self.progress is None:
+                    self.progress = ProgressReport()
+                progress = self.progress
+        progress.report(done, total)
 
     def cancel(self, reason: str) -> None:
         with self._lock:

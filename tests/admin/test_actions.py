@@ -247,13 +247,14 @@ def test_prune_pauses_after_each_batch_for_as_long_as_the_pacing_asks(db, seeded
     pauses = []
     pruner = retention.Pruner(db, sleep=pauses.append, timer=Ticking(0.03))
     seen = []
-    assert pruner.prune(cutoff, retention.FINISHED, "old", 4, progress=seen.append) == 13
+    assert pruner.prune(cutoff, (JobState.COMPLETED, JobState.DEAD_LETTER), "old", 4,
+                        progress=seen.append) == 13
     # completed 4, 4, 2, then the dead letters 3: a pause before every batch but the
     # first, none after the last (it is owed, for the worker to wait out).
     assert [p.deleted for p in seen[1:]] == [4, 8, 10, 13]
     assert pauses == [pruner.pacing.pause(0.03)] * 3
     assert pruner.last_pause == pruner.pacing.pause(0.03)
-    assert pruner.prune(cutoff, retention.FINISHED, "old", 4) == 0
+    assert pruner.prune(cutoff, (JobState.COMPLETED, JobState.DEAD_LETTER), "old", 4) == 0
     assert pauses == [pruner.pacing.pause(0.03)] * 3 and pruner.last_pause == 0.0
 
 
@@ -291,7 +292,7 @@ def test_no_pause_inside_the_callers_own_transaction(db, seeded):
     pauses = []
     pruner = retention.Pruner(db, sleep=pauses.append, timer=Ticking(0.01))
     with db.atomic():  # its locks stay held: pausing would only hold them longer
-        assert pruner.prune(cutoff, retention.FINISHED, "old", 2) == 5
+        assert pruner.prune(cutoff, (JobState.COMPLETED, JobState.DEAD_LETTER), "old", 2) == 5
     assert pauses == []
     assert db.execute_sql("SELECT COUNT(*) FROM caravel_jobs WHERE queue = " + db.param,
                           ("old",)).fetchone()[0] == 0

@@ -53,7 +53,7 @@ def test_queues_one_row_per_queue(db_url, seeded):
         assert r["oldest_ready_age"] >= 0
     text = ok(db_url, "queues").stdout.splitlines()
     assert text[0].split() == ["QUEUE", "READY", "DELAYED", "LEASED", "EXPIRED", "DEAD",
-                               "COMPLETED", "OLDEST", "READY"]
+                               "COMPLETED", "OLDEST", "READY", "PAUSED"]
     assert text[1].split()[:7] == ["mail", "2", "2", "2", "2", "2", "2"]
 
 

@@ -89,6 +89,9 @@ def test_boundary_lengths_are_accepted(db):
 def _to_state(queue, clock, job_id, state):
     if state == JobState.PENDING:
         return
+    if state == JobState.CANCELLED:  # keeps its idempotency key too
+        assert queue.cancel(job_id, QUEUE, TENANT)
+        return
     lease = queue.claim(QUEUE)
     assert lease is not None and lease.job_id == job_id
     if state == JobState.COMPLETED:

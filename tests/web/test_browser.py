@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from caravel_lite import (DatabaseQueue, Dispatch, QueueAdmin, QueueScheduler, migrate,
                           open_database)
+from caravel_lite.heartbeats import Heartbeats
 from caravel_lite.values import JobState
 from tests.support import wait_for
 from tests.web.browser import require_browser, start_chromium
@@ -28,7 +30,7 @@ TOKEN = "browser-test-token-0123456"
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = ("dashboard-overview.png", "dashboard-jobs.png", "dashboard-leased.png",
          "dashboard-dead-letters.png", "dashboard-schedules.png", "dashboard-job.png",
-         "dashboard-confirm.png")
+         "dashboard-confirm.png", "dashboard-workers.png")
 
 # The words (a date, a time of day, or else a run of letters and digits) of the
 # matched elements that the browser laid out over more than one line: a word cut in
@@ -264,6 +266,29 @@ def test_the_dashboard_in_chromium(dashboard, tmp_path):
         notice = browser.find_element(By.CSS_SELECTOR, "p.notice").text
         assert notice == "Replayed 1 job."
         assert _state(url, dead_id) is JobState.PENDING
+
+        # Cancel the running job through its page: the count, then a cancel request
+        # (its worker would end it); pause a queue from the overview; the workers.
+        leased_id = seeded.ids["leased"][0]
+        browser.get(base + f"/jobs/{leased_id}")
+        browser.find_element(By.CSS_SELECTOR, "button.action-cancel").click()
+        assert browser.find_element(By.CSS_SELECTOR, "p.count").get_attribute("data-count") == "1"
+        browser.find_element(By.ID, "confirm").click()
+        assert browser.find_element(By.CSS_SELECTOR, "p.notice").text.startswith("Cancelled 1 job")
+        with admin_db.connection_context():
+            assert QueueAdmin(admin_db).job(leased_id).cancel_requested_at is not None
+            Heartbeats(admin_db).register("5f3c9a0d7e21b4c8", ["emails", "leases"], 4,
+                                          int(time.time() * 1000))
+        browser.get(base + "/")
+        browser.find_element(By.CSS_SELECTOR,
+                             'tr[data-queue="reports"] button.action-pause').click()
+        assert browser.find_element(By.CSS_SELECTOR, "p.notice").text.startswith("Queue paused")
+        with admin_db.connection_context():
+            assert QueueAdmin(admin_db).paused() == {"reports"}
+        browser.get(base + "/workers")
+        row = browser.find_element(By.CSS_SELECTOR, 'tr[data-worker="5f3c9a0d7e21b4c8"]')
+        assert "alive" in row.text
+        browser.save_screenshot(str(shots / "dashboard-workers.png"))
         assert browser.get_log("browser") == []  # no script error, no failed asset
     finally:
         browser.quit()
