@@ -115,8 +115,8 @@ def _paired_calls(scenario: Scenario, target: targets.Target, round_index: int,
                   workspace: targets.Workspace, cwd: str) -> Dict[str, Tuple[Sample, List]]:
     """One round of a per-call scenario: both sides' processes up at once, each in its
     own fresh database, taking turns every CHUNK calls (the first turn swapped every
-    chunk), so that both see the same moments of the machine; stops at the drain
-    budget (the round is then incomplete)."""
+    chunk), so that both see the same moments of the machine; no new turn starts
+    after twice the drain budget (one for each side: the round is then incomplete)."""
     step = scenario.steps[-1]
     with contextlib.ExitStack() as stack:
         servers: Dict[str, side.Server] = {}

@@ -40,9 +40,11 @@ def parser() -> argparse.ArgumentParser:
                         f"(none with --baseline); also: "
                         f"{', '.join(f for f in scenarios.FAMILIES if f not in scenarios.DEFAULT_FAMILIES)}")
     p.add_argument("--baseline", metavar="REF",
-                   help="also measure this checkout's library against REF's (a git ref, "
-                        "checked out in a temporary worktree, or a checkout's directory): "
-                        "the 'against the last release' table")
+                   help="measure this checkout's library against REF's (a git ref, "
+                        "checked out in a temporary worktree removed afterwards, or a "
+                        "checkout's directory), the sides alternating: the 'against the last "
+                        "release' table; the peer scenarios run too only if --scenarios is "
+                        "given (e.g. python -m bench --baseline 6a65c69 --quick)")
     p.add_argument("--baseline-scenarios", default=",".join(baseline.CHOICES),
                    help="with --baseline, comma-separated: %(default)s")
     p.add_argument("--peers", default=",".join(peers.PEERS), help="comma-separated: %(default)s")

@@ -132,18 +132,55 @@ def profile(root: str, runs: int = 5, python: str = sys.executable,
     (module, median self µs, median cumulative µs) for every module imported."""
     selfs: Dict[str, List[int]] = defaultdict(list)
     cumulative: Dict[str, List[int]] = defaultdict(list)
+    for rows in _traces(root, runs, python, code):
+        for _, name, own, total in rows:
+            selfs[name].append(own)
+            cumulative[name].append(total)
+    return [(name, statistics.median(selfs[name]), statistics.median(cumulative[name]))
+            for name in selfs]
+
+
+def _traces(root: str, runs: int, python: str,
+            code: str) -> Iterator[List[Tuple[int, str, int, int]]]:
+    """Each run's ``-X importtime`` lines: (depth, module, self µs, cumulative µs), in
+    the order printed (a module after the modules it imported)."""
     for _ in range(runs):
         err = subprocess.run([python, "-X", "importtime", "-c", code], cwd=root,
                              env=_environment(), check=True, capture_output=True,
                              text=True).stderr
+        rows = []
         for line in err.splitlines():
             if not line.startswith("import time:") or "self [us]" in line:
                 continue
             own, total, name = line[len("import time:"):].split("|", 2)
-            selfs[name.strip()].append(int(own))
-            cumulative[name.strip()].append(int(total))
-    return [(name, statistics.median(selfs[name]), statistics.median(cumulative[name]))
-            for name in selfs]
+            depth = (len(name) - len(name.lstrip())) // 2
+            rows.append((depth, name.strip(), int(own), int(total)))
+        yield rows
+
+
+def imported_by_library(root: str, python: str, runs: int = 5) -> List[Tuple[str, float,
+                                                                             List[str]]]:
+    """What caravel_lite's modules import from outside the library that ``import
+    peewee`` alone does not: (the caravel_lite module importing it, median cumulative
+    µs of those imports, their names, costliest first), costliest first."""
+    theirs = {name for rows in _traces(root, 1, python, PEEWEE) for _, name, _, _ in rows}
+    totals: Dict[str, List[float]] = defaultdict(list)
+    names: Dict[str, Dict[str, int]] = defaultdict(dict)
+    for rows in _traces(root, runs, python, LIBRARY):
+        run: Dict[str, float] = defaultdict(float)
+        for i, (depth, name, _, total) in enumerate(rows):
+            # The importer is the next line printed at a smaller depth.
+            parent = next((r[1] for r in rows[i + 1:] if r[0] < depth), "")
+            if (parent.startswith("caravel_lite") and not name.startswith("caravel_lite")
+                    and name not in theirs):
+                run[parent] += total
+                names[parent][name] = total
+        for parent, total in run.items():
+            totals[parent].append(total)
+    found = [(parent, statistics.median(values),
+              sorted(names[parent], key=lambda n: -names[parent][n]))
+             for parent, values in totals.items()]
+    return sorted(found, key=lambda item: -item[1])
 
 
 def _family(module: str) -> str:
@@ -218,6 +255,9 @@ def _report(root: str, python: str, args: argparse.Namespace) -> int:
     if args.profile:
         print("\n".join(summary(profile(root, python=python), args.top,
                                  profile(root, python=python, code=PEEWEE))))
+        print("imported by caravel_lite's modules, not by import peewee (cumulative):")
+        for parent, total, names in imported_by_library(root, python)[:args.top]:
+            print(f"  {total / 1000:6.1f} ms  {parent}: {', '.join(names[:5])}")
     return 0
 
 
