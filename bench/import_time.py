@@ -175,8 +175,8 @@ def imported_by_library(root: str, python: str, runs: int = 5) -> List[Tuple[str
                     and name not in theirs):
                 run[parent] += total
                 names[parent][name] = total
-        for parent, total in run.items():
-            totals[parent].append(total)
+        for parent, cost in run.items():
+            totals[parent].append(cost)
     found = [(parent, statistics.median(values),
               sorted(names[parent], key=lambda n: -names[parent][n]))
              for parent, values in totals.items()]

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import traceback
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from bench.targets import Target
 from bench.timing import Sample, timed_each
@@ -135,7 +135,7 @@ def _check_library(root: str) -> str:
     strays = sorted(name for name, module in list(sys.modules.items())
                     if (name == "caravel_lite" or name.startswith("caravel_lite."))
                     and getattr(module, "__file__", None)
-                    and not _under(module.__file__, root))
+                    and not _under(str(module.__file__), root))
     if strays:
         raise RuntimeError(f"modules imported from outside {root}: {', '.join(strays)}")
     return os.path.realpath(caravel_lite.__file__)
@@ -150,14 +150,14 @@ def _migrations_directory(db: Any, root: str) -> str:
     return directory
 
 
-def _peer(target: Target, install: bool) -> Any:
+def _peer(target: Target, install: bool) -> Tuple[Any, List[str]]:
+    """The opened peer, and the migrations applied to its fresh database (the side's
+    own scripts) when ``install``."""
     from bench.peers.caravel import CaravelPeer
 
     peer = CaravelPeer(target)
     peer.open()
-    if install:
-        peer.applied = peer.cl.migrate(peer.db)  # the side's own scripts
-    return peer
+    return peer, (list(peer.cl.migrate(peer.db)) if install else [])
 
 
 def _calls(step: str, peer: Any, offset: int, n: int) -> Sample:
@@ -250,11 +250,10 @@ def child_main() -> None:
         answer: Dict[str, Any] = {"library": _check_library(root)}
         step, n, budget = request["step"], request["jobs"], request["budget"]
         if request["target"] is not None:
-            peer = _peer(Target(**request["target"]),
-                         install=step not in ("default", "run-once"))
+            peer, answer["applied"] = _peer(Target(**request["target"]),
+                                            install=step not in ("default", "run-once"))
             try:
                 answer["migrations"] = _migrations_directory(peer.db, root)
-                answer["applied"] = list(getattr(peer, "applied", []))
                 sample = (_measure(step, peer, n, budget, dict(answer))
                           if step != "identity" else None)
             finally:
