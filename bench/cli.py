@@ -10,7 +10,7 @@ import shlex
 import sys
 from typing import List, Optional
 
-from bench import baseline, machine, peers, report, runner, scenarios, targets
+from bench import baseline, baseline_table, machine, peers, report, runner, scenarios, targets
 from bench.settings import QUICK, Settings
 from bench.table import render
 
@@ -153,7 +153,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if chosen_cases:
             print(render(results))
         if results.baseline is not None:
-            print(baseline.render(results.baseline))
+            print(baseline_table.render(results.baseline))
         if args.save_results:
             with open(args.save_results, "wb") as out:
                 pickle.dump((_strip(results), command.strip(), load_before), out)

@@ -10,7 +10,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
-from bench import baseline, peers
+from bench import baseline, baseline_table, peers
 from bench.runner import Results
 from bench.table import figure
 from bench.timing import Summary
@@ -170,7 +170,7 @@ def _against_baseline(measured: Optional["baseline.BaselineResults"]) -> List[Ro
         scenario = (f"enqueue, claim+complete, default drain against {measured.ref}, "
                     f"{target.label}")
         goal = f">= {baseline.TARGET:.2f}x {measured.ref} (each; lowest shown)"
-        worst = baseline.lowest(measured, target.key, BASELINE_KEYS)
+        worst = baseline_table.lowest(measured, target.key, BASELINE_KEYS)
         if worst is None:
             reason = measured.notes.get(target.key, "nothing measured")
             found.append(Row(scenario, goal, verdict=f"no figure ({reason})"))
