@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -53,6 +54,10 @@ def this() -> Checkout:
     return Checkout(root, describe(root))
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(f"stopped by signal {signum}")
+
+
 @contextlib.contextmanager
 def baseline(ref: str) -> Iterator[Checkout]:
     """The baseline named by ``ref``: an existing checkout directory as it is, or else
@@ -69,10 +74,13 @@ def baseline(ref: str) -> Iterator[Checkout]:
                          f"this repository") from None
     parent = tempfile.mkdtemp(prefix="caravel_baseline_")
     root = os.path.join(parent, "checkout")
+    # A plain `kill` would end the run without the clean-up below: it raises instead.
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         _git(HERE, "worktree", "add", "--detach", root, commit)
         yield Checkout(_check_root(root, "baseline"), describe(root))
     finally:
+        signal.signal(signal.SIGTERM, previous)
         # Only this worktree is removed: a global `git worktree prune` would touch
         # the entries of every other checkout of the repository.
         with contextlib.suppress(OSError, subprocess.CalledProcessError):
