@@ -98,6 +98,7 @@ class BaselineResults:
     migrations: Dict[str, List[str]] = field(default_factory=dict)  # side -> applied
     imports: List[import_time.Timing] = field(default_factory=list)
     seconds: float = 0.0
+    loads: Tuple[float, float] = (float("nan"), float("nan"))  # 1-minute, start and end
 
     def label(self, key: str) -> str:
         return next((t.label for t in self.databases if t.key == key), key)
@@ -169,7 +170,7 @@ def _imports(sides: Sequence[Tuple[str, checkout.Checkout]], runs: int,
 
 def run(ref: str, s: Settings, chosen: Sequence[targets.Target], scenario_keys: Sequence[str],
         log: Callable[[str], None]) -> BaselineResults:
-    started = time.monotonic()
+    started, load_at_start = time.monotonic(), _load()
     here = checkout.this()
     with checkout.baseline(ref) as base, contextlib.ExitStack() as stack:
         results = BaselineResults(ref, here.label, base.label, s.jobs, s.baseline_rounds,
@@ -193,7 +194,15 @@ def run(ref: str, s: Settings, chosen: Sequence[targets.Target], scenario_keys: 
                 if scenario.key in scenario_keys:
                     _measure(results, scenario, target, sides, s, workspace, cwd, log)
     results.seconds = time.monotonic() - started
+    results.loads = (load_at_start, _load())
     return results
+
+
+def _load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return float("nan")
 
 
 def _measure(results: BaselineResults, scenario: Scenario, target: targets.Target,

@@ -3,6 +3,7 @@
 medians, the ratio, its spread and the verdict, and the import times."""
 from __future__ import annotations
 
+import os
 from typing import List, Optional, Sequence, Tuple
 
 from bench.baseline import CHUNK, SCENARIOS, TARGET, BaselineResults, Pair
@@ -75,7 +76,10 @@ def render(results: BaselineResults) -> str:
         "ratio: the baseline's median call time over this checkout's (a cross-check "
         "little moved by other processes). Target: this checkout >= "
         f"{TARGET:.2f}x the baseline's throughput. The run took "
-        f"{results.seconds / 60:.1f} minutes.",
+        f"{results.seconds / 60:.1f} minutes; the 1-minute load average was "
+        f"{results.loads[0]:.1f} at its start and {results.loads[1]:.1f} at its end (on "
+        f"{os.cpu_count()} cores: a loaded machine moves these ratios by far more than "
+        "3%).",
         "",
         HEADER,
         RULE,
