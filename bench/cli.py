@@ -10,7 +10,7 @@ import shlex
 import sys
 from typing import List, Optional
 
-from bench import machine, peers, report, runner, scenarios, targets
+from bench import baseline, baseline_table, machine, peers, report, runner, scenarios, targets
 from bench.settings import QUICK, Settings
 from bench.table import render
 
@@ -35,13 +35,23 @@ def parser() -> argparse.ArgumentParser:
                    help="small smoke run (proves the harness, numbers are noisy)")
     p.add_argument("--databases", default=",".join(targets.TARGETS),
                    help="comma-separated: %(default)s")
-    p.add_argument("--scenarios", default=",".join(scenarios.DEFAULT_FAMILIES),
-                   help=f"comma-separated, default %(default)s; also: "
+    p.add_argument("--scenarios",
+                   help=f"comma-separated, default {','.join(scenarios.DEFAULT_FAMILIES)} "
+                        f"(none with --baseline); also: "
                         f"{', '.join(f for f in scenarios.FAMILIES if f not in scenarios.DEFAULT_FAMILIES)}")
+    p.add_argument("--baseline", metavar="REF",
+                   help="measure this checkout's library against REF's (a git ref, "
+                        "checked out in a temporary worktree removed afterwards, or a "
+                        "checkout's directory), the sides alternating: the 'against the last "
+                        "release' table; the peer scenarios run too only if --scenarios is "
+                        "given (e.g. python -m bench --baseline 6a65c69 --quick)")
+    p.add_argument("--baseline-scenarios", default=",".join(baseline.CHOICES),
+                   help="with --baseline, comma-separated: %(default)s")
     p.add_argument("--peers", default=",".join(peers.PEERS), help="comma-separated: %(default)s")
     p.add_argument("--jobs", type=int, help=f"jobs per enqueue/drain scenario (full: {full.jobs})")
     p.add_argument("--rounds", type=int, help=f"rounds per case, median reported (full: "
-                                              f"{full.rounds}; some scenarios run once)")
+                                              f"{full.rounds}; some scenarios run once; "
+                                              f"--baseline: {full.baseline_rounds} per side)")
     p.add_argument("--workers", help="drain process counts, comma-separated (default 1,2,4)")
     p.add_argument("--concurrencies", help="concurrencies of the sleeping-jobs scenario "
                                            "(default 10,50)")
@@ -80,7 +90,8 @@ def parser() -> argparse.ArgumentParser:
 def settings_from(args: argparse.Namespace) -> Settings:
     base = QUICK if args.quick else Settings()
     changes = {name: value for name, value in (
-        ("jobs", args.jobs), ("rounds", args.rounds), ("pickup_jobs", args.pickup_jobs),
+        ("jobs", args.jobs), ("rounds", args.rounds), ("baseline_rounds", args.rounds),
+        ("pickup_jobs", args.pickup_jobs),
         ("history_rows", args.history), ("history_rows_other", args.history_other),
         ("claim_jobs", args.claims), ("sleep_jobs", args.sleep_jobs),
         ("idle_seconds", args.idle_seconds), ("prune_rows", args.prune_rows),
@@ -124,14 +135,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         settings = settings_from(args)
         chosen_targets = [targets.TARGETS[k]
                           for k in _names(args.databases, list(targets.TARGETS), "database")]
-        families = _names(args.scenarios, scenarios.FAMILIES, "scenario")
+        chosen_scenarios = args.scenarios
+        if chosen_scenarios is None:
+            chosen_scenarios = "" if args.baseline else ",".join(scenarios.DEFAULT_FAMILIES)
+        families = _names(chosen_scenarios, scenarios.FAMILIES, "scenario")
         chosen_cases = [c for c in scenarios.cases(settings) if c.family in families]
         peer_keys = _names(args.peers, list(peers.PEERS), "peer")
         load_before = machine.load_now()
         results = runner.run(settings, chosen_targets, chosen_cases, peer_keys,
                              budget=args.budget * 60 if args.budget else None)
+        if args.baseline:
+            results.baseline = baseline.run(
+                args.baseline, settings, chosen_targets,
+                _names(args.baseline_scenarios, baseline.CHOICES, "baseline scenario"),
+                runner.log)
         command = "python -m bench " + " ".join(shlex.quote(a) for a in _shown(argv))
-        print(render(results))
+        if chosen_cases:
+            print(render(results))
+        if results.baseline is not None:
+            print(baseline_table.render(results.baseline))
         if args.save_results:
             with open(args.save_results, "wb") as out:
                 pickle.dump((_strip(results), command.strip(), load_before), out)

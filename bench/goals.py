@@ -10,7 +10,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
-from bench import peers
+from bench import baseline, baseline_table, peers
 from bench.runner import Results
 from bench.table import figure
 from bench.timing import Summary
@@ -154,6 +154,38 @@ def rows(results: Results) -> List[Row]:
                             f"claim p99 while prune removes {s.prune_rows:,} finished rows, "
                             f"{target.label}", "<= 50 ms", lambda o: o.value,
                             lambda v: f"{v:,.1f} ms", lambda v: v <= 50.0, _first_clause))
+    return found + _against_baseline(getattr(results, "baseline", None))
+
+
+BASELINE_KEYS = ("enqueue", "claim", "default")  # issue 31's ">= 0.97x" scenarios
+
+
+def _against_baseline(measured: Optional["baseline.BaselineResults"]) -> List[Row]:
+    """Issue 31's targets measured by ``--baseline``: each database's lowest ratio of
+    enqueue, claim + complete and the default drain, and the import time."""
+    if measured is None:
+        return []
+    found = []
+    for target in measured.databases:
+        scenario = (f"enqueue, claim+complete, default drain against {measured.ref}, "
+                    f"{target.label}")
+        goal = f">= {baseline.TARGET:.2f}x {measured.ref} (each; lowest shown)"
+        worst = baseline_table.lowest(measured, target.key, BASELINE_KEYS)
+        if worst is None:
+            reason = measured.notes.get(target.key, "nothing measured")
+            found.append(Row(scenario, goal, verdict=f"no figure ({reason})"))
+            continue
+        key, pair = worst
+        ours, theirs = pair.rates
+        found.append(Row(scenario, goal, f"{key} {ours:,.0f}/s", f"{theirs:,.0f}/s",
+                         f"{pair.ratio:.2f}x", _verdict(pair.ratio >= baseline.TARGET)))
+    timings = {t.label: t for t in measured.imports}
+    if "this" in timings:
+        ours, peewee = timings["this"].median_ms, timings["peewee"].median_ms
+        found.append(Row('`python -c "import caravel_lite"` against `python -c "import '
+                         'peewee"`, whole process, no extras installed', "<= 1.5x",
+                         f"{ours:,.0f} ms", f"{peewee:,.0f} ms", f"{ours / peewee:.2f}x",
+                         _verdict(ours / peewee <= 1.5)))
     return found
 
 

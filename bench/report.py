@@ -6,7 +6,7 @@ import datetime
 import os
 from typing import List
 
-from bench import goals, machine, plots
+from bench import baseline_table, goals, machine, plots
 from bench.runner import Results
 from bench.table import render
 
@@ -109,6 +109,8 @@ def build(results: Results, command: str, load_before: str, busy_note: str,
         goals.render(results),
         "",
     ]
+    if getattr(results, "baseline", None) is not None:
+        lines += ["## Against the last release", "", baseline_table.render(results.baseline), ""]
     if plot_directory and plots.available():
         drawn = plots.draw(results, plot_directory)
         if drawn:

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from bench import peers, targets
 from bench.peers.base import NotApplicable
@@ -28,6 +28,7 @@ class Results:
     target_notes: Dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0  # how long the whole run took
     loads: List[float] = field(default_factory=list)  # 1-minute load at each case's start
+    baseline: Any = None  # bench.baseline.BaselineResults, with --baseline
 
 
 def log(message: str) -> None:

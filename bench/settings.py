@@ -33,6 +33,8 @@ class Settings:
     prune_budget: float = 120.0   # seconds of claims timed during one prune at most
     drain_budget: float = 30.0    # seconds at most per drain round (then: incomplete)
     timeout: float = 300.0        # per worker wait, seconds
+    baseline_rounds: int = 5      # --baseline: rounds of each side per scenario
+    import_runs: int = 20         # --baseline: whole-process imports timed per command
     quick: bool = False
 
     def history_for(self, kind: str) -> int:
@@ -43,5 +45,5 @@ QUICK = Settings(jobs=500, rounds=1, pickup_jobs=20, pickup_budget=15.0,
                  history_rows=20_000, history_rows_other=20_000, claim_jobs=200,
                  sleep_jobs=200, fill_budget=60.0, idle_seconds=3.0, idle_peer_seconds=3.0,
                  connection_jobs=200, prune_rows=20_000, prune_budget=60.0, drain_budget=20.0,
-                 timeout=120.0,
+                 timeout=120.0, baseline_rounds=2, import_runs=5,
                  quick=True)

@@ -1,0 +1,101 @@
+"""The "against the last release" section of the report, from a ``--baseline`` run
+(:mod:`bench.baseline`): the sides, one row per scenario and database with both
+medians, the ratio, its spread and the verdict, and the import times."""
+from __future__ import annotations
+
+import os
+from typing import List, Optional, Sequence, Tuple
+
+from bench.baseline import CHUNK, SCENARIOS, TARGET, BaselineResults, Pair
+
+HEADER = ("| scenario | database | this checkout jobs/s | baseline jobs/s | ratio | "
+          "spread (round pairs) | p50 call ratio | verdict |")
+RULE = "|---|---|---:|---:|---:|---:|---:|---|"
+
+
+def verdict(ratio: float) -> str:
+    return "met" if ratio >= TARGET else "**missed**"
+
+
+def rows(results: BaselineResults) -> List[str]:
+    lines = []
+    titles = {s.key: s.title for s in SCENARIOS}
+    for (db, key), pair in results.pairs.items():
+        start = f"| {titles[key]} | {results.label(db)} |"
+        if pair.error or not pair.this or not pair.base:
+            lines.append(f"{start} - | - | | | | no figure ({pair.error or 'not measured'}) |")
+            continue
+        ours, theirs = pair.rates
+        low, high = pair.spread
+        note = f" ({pair.incomplete} round(s) incomplete)" if pair.incomplete else ""
+        p50 = f"{pair.p50_ratio:.3f}x" if pair.p50_ratio is not None else "-"
+        lines.append(f"{start} {ours:,.0f} | {theirs:,.0f} | {pair.ratio:.3f}x | "
+                     f"{low:.3f}-{high:.3f}x | {p50} | {verdict(pair.ratio)}{note} |")
+    return lines
+
+
+def render_imports(results: BaselineResults) -> List[str]:
+    if not results.imports:
+        return []
+    by_label = {t.label: t for t in results.imports}
+    peewee = by_label["peewee"]
+
+    def cell(label: str) -> str:
+        t = by_label[label]
+        low, high = t.spread_ms
+        return f"{t.median_ms:.0f} ms ({low:.0f}-{high:.0f})"
+    lines = [
+        f"Import time, whole process (interpreter start-up included), {len(peewee.times)} "
+        "runs of each command in turns, median (lowest-highest), in a virtual environment "
+        "holding peewee alone (no extras installed); a measurement, `python -m "
+        "bench.import_time --profile` says where the time goes:",
+        "",
+        "| command | this checkout | baseline | ratio to `import peewee` (this / baseline) "
+        "| target |",
+        "|---|---:|---:|---:|---|",
+        f'| `python -c "import caravel_lite"` | {cell("this")} | {cell("base")} | '
+        f'{by_label["this"].median_ms / peewee.median_ms:.2f}x / '
+        f'{by_label["base"].median_ms / peewee.median_ms:.2f}x | <= 1.5x |',
+        f'| `python -c "import peewee"` | {cell("peewee")} | | | |',
+    ]
+    return lines
+
+
+def render(results: BaselineResults) -> str:
+    """The "against the last release" section: the sides, the table, the import times."""
+    lines = [
+        f"This checkout: {results.this_label}. Baseline (`--baseline {results.ref}`): "
+        f"{results.base_label}. Each side's library is imported from its own checkout and "
+        f"each database is migrated by that side's own scripts "
+        + ", ".join(f"({'this' if k == 'this' else 'baseline'}: {len(v)} applied)"
+                    for k, v in results.migrations.items())
+        + f". {results.jobs:,} jobs per round, {results.rounds} round(s) per side, the "
+        "sides alternating (per-call scenarios: both sides' processes up together, taking "
+        f"turns every {CHUNK} calls). Ratio: this checkout's median jobs/s over the "
+        "baseline's; spread: the lowest and highest ratio of one round's pair; p50 call "
+        "ratio: the baseline's median call time over this checkout's (a cross-check "
+        "little moved by other processes). Target: this checkout >= "
+        f"{TARGET:.2f}x the baseline's throughput. The run took "
+        f"{results.seconds / 60:.1f} minutes; the 1-minute load average was "
+        f"{results.loads[0]:.1f} at its start and {results.loads[1]:.1f} at its end (on "
+        f"{os.cpu_count()} cores: a loaded machine moves these ratios by far more than "
+        "3%).",
+        "",
+        HEADER,
+        RULE,
+        *rows(results),
+    ]
+    lines += [f"- {results.label(db)}: {note}" for db, note in results.notes.items()]
+    imports = render_imports(results)
+    if imports:
+        lines += ["", *imports]
+    return "\n".join(lines)
+
+
+def lowest(results: BaselineResults, db: str,
+           keys: Sequence[str]) -> Optional[Tuple[str, Pair]]:
+    """The scenario of ``keys`` with the lowest ratio on ``db`` (None if none measured)."""
+    measured = [(k, results.pairs[(db, k)]) for k in keys
+                if (db, k) in results.pairs and results.pairs[(db, k)].this
+                and results.pairs[(db, k)].base and not results.pairs[(db, k)].error]
+    return min(measured, key=lambda item: item[1].ratio, default=None)
