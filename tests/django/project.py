@@ -5,6 +5,7 @@ app's migration, so caravel_lite's schema is applied the way a project gets it).
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 import tempfile
 from dataclasses import dataclass
@@ -84,8 +85,16 @@ def project() -> Project:
             "BACKEND": "caravel_lite.contrib.django.CaravelBackend", "QUEUES": QUEUES,
             "OPTIONS": {"DATABASE": name, "MAX_ATTEMPTS": 1,
                         "TASK_MODULES": [CONTRACT_TASKS, "tests.django.taskapp.tasks"]}}
+    # A backend registering only the installed apps' tasks.
+    tasks["probe_unlisted"] = {"BACKEND": "caravel_lite.contrib.django.CaravelBackend",
+                               "QUEUES": QUEUES, "OPTIONS": {"DATABASE": names[0]}}
+    # A backend whose queue is in a database of its own (not Django's).
+    tasks["caravel_separate"] = {
+        "BACKEND": "caravel_lite.contrib.django.CaravelBackend", "QUEUES": QUEUES,
+        "OPTIONS": {"DATABASE_URL": f"sqlite:///{os.path.join(directory, 'queue.sqlite3')}",
+                    "MAX_ATTEMPTS": 1, "TASK_MODULES": [CONTRACT_TASKS]}}
     settings.configure(
-        DEBUG=False, USE_TZ=True, SECRET_KEY="caravel-lite-tests-" + "x" * 40,
+        DEBUG=False, USE_TZ=True, ALLOWED_HOSTS=["testserver"], SECRET_KEY="caravel-lite-tests-" + "x" * 40,
         DATABASES=databases, TASKS=tasks, ROOT_URLCONF="tests.django.urls",
         INSTALLED_APPS=["django.contrib.admin", "django.contrib.auth",
                         "django.contrib.contenttypes", "django.contrib.sessions",
@@ -103,6 +112,8 @@ def project() -> Project:
     django.setup()
     for name in names:
         call_command("migrate", database=name, verbosity=0, interactive=False)
+    # The backend outside Django's databases: manage.py caravel_migrate.
+    call_command("caravel_migrate", backend="caravel_separate", stdout=io.StringIO())
     _project.append(Project(chosen, servers))
     return _project[0]
 

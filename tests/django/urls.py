@@ -1,7 +1,9 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import re_path, path
+
+from caravel_lite.contrib.django.dashboard import dashboard_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("ops/queue/", include("caravel_lite.contrib.django.urls")),
+    re_path(r"^ops/(?P<backend>caravel_[a-z]+)/(?P<path>.*)$", dashboard_view),
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.apps import AppConfig
 
 
-class CaravelConfig(AppConfig):
+class CaravelConfig(AppConfig):  # type: ignore[misc]
     name = "caravel_lite.contrib.django"
     label = "caravel_lite"
     verbose_name = "caravel_lite"

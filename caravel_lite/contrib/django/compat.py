@@ -3,7 +3,7 @@
 contract; every other module of this package imports its names from here."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 try:  # Django 6.x ships the framework
     from django.tasks import base as _base
@@ -14,15 +14,15 @@ try:  # Django 6.x ships the framework
     from django.utils.json import normalize_json
     FRAMEWORK = "django.tasks"
 except ImportError:  # the backport package
-    from django_tasks import base as _base  # type: ignore[no-redef]
-    from django_tasks import exceptions as _exceptions  # type: ignore[no-redef]
-    from django_tasks import signals as _signals  # type: ignore[no-redef]
-    from django_tasks import task_backends  # type: ignore[no-redef,attr-defined]
-    from django_tasks.backends.base import BaseTaskBackend  # type: ignore[no-redef]
-    from django_tasks.utils import normalize_json  # type: ignore[no-redef]
+    from django_tasks import base as _base  # type: ignore[no-redef,unused-ignore]
+    from django_tasks import exceptions as _exceptions  # type: ignore[no-redef,unused-ignore]
+    from django_tasks import signals as _signals  # type: ignore[no-redef,unused-ignore]
+    from django_tasks import task_backends  # type: ignore[no-redef,attr-defined,unused-ignore]
+    from django_tasks.backends.base import BaseTaskBackend  # type: ignore[no-redef,unused-ignore]
+    from django_tasks.utils import normalize_json  # type: ignore[no-redef,unused-ignore]
     FRAMEWORK = "django_tasks"
 
-task: Any = _base.task
+task: Callable[..., Any] = _base.task
 Task: Any = _base.Task
 TaskResult: Any = _base.TaskResult
 TaskResultStatus: Any = _base.TaskResultStatus

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import threading
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
@@ -57,15 +57,13 @@ def _environ(request: HttpRequest, path: str) -> Dict[str, Any]:
         "SCRIPT_NAME": prefix, "PATH_INFO": "/" + path, "CONTENT_LENGTH": str(len(body)),
         "wsgi.input": io.BytesIO(body), "wsgi.url_scheme": request.scheme,
         "wsgi.errors": environ.get("wsgi.errors") or io.StringIO(),
-        USER_KEY: request.user.get_username(),  # type: ignore[union-attr]
+        USER_KEY: request.user.get_username(),
     })
     return environ
 
 
-@csrf_exempt  # the dashboard checks its own CSRF token on every POST
-@staff_member_required
-def dashboard_view(request: HttpRequest, path: str = "", backend: str = "default",
-                   read_only: bool = False, show_payloads: bool = False) -> HttpResponse:
+def _view(request: HttpRequest, path: str = "", backend: str = "default",
+          read_only: bool = False, show_payloads: bool = False) -> HttpResponse:
     answer: Dict[str, Any] = {}
 
     def start_response(status: str, headers: List[Tuple[str, str]],
@@ -77,5 +75,14 @@ def dashboard_view(request: HttpRequest, path: str = "", backend: str = "default
     body = b"".join(app(_environ(request, path), start_response))
     response = HttpResponse(body, status=int(answer["status"].split()[0]))
     for name, value in answer["headers"]:
-        response[name] = value
+        if name.lower() == "set-cookie":
+            # Django sends cookies from response.cookies, one header each.
+            response.cookies.load(value)
+        else:
+            response[name] = value
     return response
+
+
+# Staff only (others go to the admin's login page); not Django's CSRF check, since the
+# dashboard checks its own token on every POST.
+dashboard_view: Callable[..., HttpResponse] = csrf_exempt(staff_member_required(_view))

@@ -30,7 +30,7 @@ _ENGINES: Dict[str, "tuple[str, Type[peewee.Database]]"] = {
 
 
 def _vendor(alias: str) -> str:
-    vendor = connections[alias].vendor
+    vendor = str(connections[alias].vendor)
     if vendor not in _ENGINES:
         raise ImproperlyConfigured(f"DATABASES[{alias!r}] is {vendor}: caravel_lite runs on "
                                    f"SQLite, PostgreSQL and MariaDB/MySQL")
@@ -109,6 +109,6 @@ def sharing(alias: str) -> peewee.Database:
     # Peewee reads the server version on connect, which this database never does; the
     # MariaDB/MySQL dialect needs it (collation, SKIP LOCKED).
     if isinstance(db, peewee.MySQLDatabase):
-        db._set_server_version(db.connection())
+        db._set_server_version(db.connection())  # type: ignore[attr-defined]
     db.deferred = False
     return db

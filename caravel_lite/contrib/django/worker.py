@@ -3,7 +3,7 @@
 on a database of its own, with the backend's registered tasks."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from caravel_lite.queue import DatabaseQueue
 
@@ -16,7 +16,7 @@ class _Backends:
             from caravel_lite.contrib.django.compat import task_backends
 
             backend: Any = task_backends[alias]
-            return backend.queue(backend.open_database())
+            return cast(DatabaseQueue, backend.queue(backend.open_database()))
         return queue
 
 

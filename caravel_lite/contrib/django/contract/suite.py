@@ -63,7 +63,7 @@ class TaskBackendContract:
 
     # -- enqueue ---------------------------------------------------------------------------
 
-    def test_enqueue_answers_ready_with_an_id_of_at_most_64_characters(self, harness):
+    def test_enqueue_answers_ready_with_an_id_of_at_most_64_characters(self, harness: Harness) -> None:
         self.queued(harness)
         result = self.using(harness, self.tasks.add).enqueue(1, 2)
         assert result.status == compat.TaskResultStatus.READY
@@ -75,11 +75,11 @@ class TaskBackendContract:
             result.return_value  # noqa: B018 (not finished yet)
         assert self.tasks.calls == []
 
-    def test_ids_are_unique(self, harness):
+    def test_ids_are_unique(self, harness: Harness) -> None:
         ids = {self.using(harness, self.tasks.record).enqueue(str(i)).id for i in range(5)}
         assert len(ids) == 5
 
-    def test_get_result_round_trip_and_refresh(self, harness):
+    def test_get_result_round_trip_and_refresh(self, harness: Harness) -> None:
         self.needs(harness, "supports_get_result")
         enqueued = self.using(harness, self.tasks.add).enqueue(2, b=3)
         found = harness.backend.get_result(enqueued.id)
@@ -94,7 +94,7 @@ class TaskBackendContract:
         assert enqueued.finished_at is not None and enqueued.enqueued_at is not None
         assert enqueued.enqueued_at <= enqueued.started_at <= enqueued.finished_at
 
-    def test_an_unknown_id_raises_task_result_does_not_exist(self, harness):
+    def test_an_unknown_id_raises_task_result_does_not_exist(self, harness: Harness) -> None:
         self.needs(harness, "supports_get_result")
         for unknown in ("00000000-0000-0000-0000-000000000000", "not-an-id"):
             with pytest.raises(compat.TaskResultDoesNotExist):
@@ -102,7 +102,7 @@ class TaskBackendContract:
 
     # -- running ---------------------------------------------------------------------------
 
-    def test_a_worker_step_gives_successful_with_the_json_normalised_return_value(self, harness):
+    def test_a_worker_step_gives_successful_with_the_json_normalised_return_value(self, harness: Harness) -> None:
         result = self.run(harness, self.tasks.shaped, {"when": "now"})
         assert result.status == compat.TaskResultStatus.SUCCESSFUL
         assert result.is_finished and result.errors == []
@@ -110,7 +110,7 @@ class TaskBackendContract:
         assert result.return_value == {"tuple": [1, 2], "value": {"when": "now"}}, (
             "the backend did not give back the task's return value")
 
-    def test_a_raising_task_gives_failed_with_its_errors(self, harness):
+    def test_a_raising_task_gives_failed_with_its_errors(self, harness: Harness) -> None:
         result = self.run(harness, self.tasks.fail, "boom")
         assert result.status == compat.TaskResultStatus.FAILED
         assert result.is_finished and result.finished_at is not None
@@ -121,19 +121,19 @@ class TaskBackendContract:
         with pytest.raises(ValueError):
             result.return_value  # noqa: B018 (failed)
 
-    def test_attempts_equal_the_worker_ids(self, harness):
+    def test_attempts_equal_the_worker_ids(self, harness: Harness) -> None:
         result = self.run(harness, self.tasks.add, 1, 1)
         assert result.attempts == len(result.worker_ids) == 1
         assert all(isinstance(worker, str) and worker for worker in result.worker_ids)
 
-    def test_a_task_taking_context_sees_its_result_and_attempt(self, harness):
+    def test_a_task_taking_context_sees_its_result_and_attempt(self, harness: Harness) -> None:
         result = self.run(harness, self.tasks.with_context, "x")
         assert self.tasks.calls == [("with_context", "x", 1, result.id)]
         assert result.status == compat.TaskResultStatus.SUCCESSFUL
         assert result.return_value == {"attempt": 1, "id": result.id}, (
             "the backend did not give back the task's return value")
 
-    def test_run_after_holds_a_task_until_then(self, harness):
+    def test_run_after_holds_a_task_until_then(self, harness: Harness) -> None:
         later = timezone.now() + timedelta(hours=1)
         if not harness.backend.supports_defer:
             with pytest.raises(compat.InvalidTask):
@@ -146,7 +146,7 @@ class TaskBackendContract:
         assert result.task.run_after == later
         assert self.tasks.calls == []
 
-    def test_a_worker_runs_higher_priority_first(self, harness):
+    def test_a_worker_runs_higher_priority_first(self, harness: Harness) -> None:
         self.needs(harness, "supports_priority")
         self.queued(harness)
         for priority in (-10, 0, 60, 10):
@@ -154,12 +154,12 @@ class TaskBackendContract:
         harness.work()
         assert [call[1] for call in self.tasks.calls] == ["60", "10", "0", "-10"]
 
-    def test_priority_out_of_range_is_invalid(self, harness):
+    def test_priority_out_of_range_is_invalid(self, harness: Harness) -> None:
         for priority in (-101, 101):
             with pytest.raises(compat.InvalidTask):
                 self.using(harness, self.tasks.record, priority=priority)
 
-    def test_an_unknown_queue_raises_invalid_task(self, harness):
+    def test_an_unknown_queue_raises_invalid_task(self, harness: Harness) -> None:
         with pytest.raises(compat.InvalidTask):
             self.using(harness, self.tasks.record, queue_name="no-such-queue")
         result = self.run(harness, self.using(harness, self.tasks.record, queue_name="other"), "o")
@@ -168,7 +168,7 @@ class TaskBackendContract:
 
     # -- async -----------------------------------------------------------------------------
 
-    def test_async_variants(self, harness):
+    def test_async_variants(self, harness: Harness) -> None:
         self.needs(harness, "supports_async_task")
         backend = harness.backend
 
@@ -189,7 +189,7 @@ class TaskBackendContract:
 
     # -- signals ---------------------------------------------------------------------------
 
-    def test_signals_of_enqueue_start_and_finish(self, harness):
+    def test_signals_of_enqueue_start_and_finish(self, harness: Harness) -> None:
         seen: List[Tuple[str, Any, str]] = []
 
         def receiver(name: str) -> Any:

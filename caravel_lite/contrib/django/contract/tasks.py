@@ -37,7 +37,7 @@ def record(label: str) -> str:
     return label
 
 
-@task(takes_context=True)
+@task(takes_context=True)  # type: ignore[untyped-decorator,unused-ignore]
 def with_context(context: TaskContext, label: str) -> Dict[str, Any]:
     calls.append(("with_context", label, context.attempt, context.task_result.id))
     return {"attempt": context.attempt, "id": context.task_result.id}

@@ -12,7 +12,7 @@ def apply(apps, schema_editor):  # type: ignore[no-untyped-def]
     migrate_alias(schema_editor.connection.alias)
 
 
-class Migration(migrations.Migration):
+class Migration(migrations.Migration):  # type: ignore[misc]
     # caravel_lite's migrator runs on a connection of its own and takes its own lock;
     # a transaction of Django's around it would hold nothing of it.
     atomic = False

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from caravel_lite.contrib.django.schema import caravel_backends, migrate_backend
 
 
-class Command(BaseCommand):
+class Command(BaseCommand):  # type: ignore[misc]
     help = "Apply caravel_lite's pending migrations to the Caravel backends' databases."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -48,7 +48,7 @@ def worker_argv(argv: List[str]) -> List[str]:
     return ["worker", f"caravel_lite.contrib.django.worker:backends.{alias}", *rest]
 
 
-class Command(BaseCommand):
+class Command(BaseCommand):  # type: ignore[misc]
     help = __doc__
 
     def add_arguments(self, parser: CommandParser) -> None:
