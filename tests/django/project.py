@@ -28,9 +28,12 @@ def _server_entry(url: str) -> Dict[str, object]:
 
 
 def django_reaches(backend: str) -> Optional[str]:
-    """None when Django can use ``backend`` here, else why not."""
+    """None when Django can use ``backend`` here, else why not. Django's MySQL backend
+    is given PyMySQL (caravel_lite's own MariaDB driver) where mysqlclient, which
+    needs a compiler and the client library's headers, is not installed."""
     if backend == "mysql" and importlib.util.find_spec("MySQLdb") is None:
-        return "Django's MySQL backend needs mysqlclient, which is not installed here"
+        import pymysql
+        pymysql.install_as_MySQLdb()
     return unreachable_reason(backend)
 
 

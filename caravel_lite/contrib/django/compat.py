@@ -9,7 +9,7 @@ try:  # Django 6.x ships the framework
     from django.tasks import base as _base
     from django.tasks import exceptions as _exceptions
     from django.tasks import signals as _signals
-    from django.tasks import task_backends
+    from django.tasks import default_task_backend, task_backends
     from django.tasks.backends.base import BaseTaskBackend
     from django.utils.json import normalize_json
     FRAMEWORK = "django.tasks"
@@ -17,7 +17,7 @@ except ImportError:  # the backport package
     from django_tasks import base as _base  # type: ignore[no-redef,unused-ignore]
     from django_tasks import exceptions as _exceptions  # type: ignore[no-redef,unused-ignore]
     from django_tasks import signals as _signals  # type: ignore[no-redef,unused-ignore]
-    from django_tasks import task_backends  # type: ignore[no-redef,attr-defined,unused-ignore]
+    from django_tasks import default_task_backend, task_backends  # type: ignore[no-redef,attr-defined,unused-ignore]
     from django_tasks.backends.base import BaseTaskBackend  # type: ignore[no-redef,unused-ignore]
     from django_tasks.utils import normalize_json  # type: ignore[no-redef,unused-ignore]
     FRAMEWORK = "django_tasks"
@@ -38,4 +38,5 @@ task_finished: Any = _signals.task_finished
 __all__ = ["FRAMEWORK", "BaseTaskBackend", "task", "Task", "TaskResult", "TaskResultStatus",
            "TaskError", "TaskContext", "InvalidTask", "TaskResultDoesNotExist",
            "task_enqueued", "task_started", "task_finished", "task_backends",
+           "default_task_backend",
            "normalize_json"]

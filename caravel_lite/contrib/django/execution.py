@@ -74,10 +74,14 @@ class TaskRunner:
         # Reads and signal receivers may use the ORM, which refuses the event loop.
         result = await sync_to_async(self._started)(call, ctx)
         try:
-            value = compat.normalize_json(
-                await task.func(*self._arguments(task, call, result), **call.kwargs))
-        except Exception as exc:
-            await sync_to_async(self._finished)(result, ctx, exc)
-            raise
-        await sync_to_async(self._finished)(result, ctx, None, value)
-        return value
+            try:
+                value = compat.normalize_json(
+                    await task.func(*self._arguments(task, call, result), **call.kwargs))
+            except Exception as exc:
+                await sync_to_async(self._finished)(result, ctx, exc)
+                raise
+            await sync_to_async(self._finished)(result, ctx, None, value)
+            return value
+        finally:
+            # The connections of the thread that ran the reads, as after a request.
+            await sync_to_async(close_old_connections)()
