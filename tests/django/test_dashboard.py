@@ -17,7 +17,8 @@ def _user(name, **flags):
     from django.contrib.auth.models import User
 
     User.objects.filter(username=name).delete()
-    return User.objects.create_user(name, password="pw-" + name, **flags)
+    # No password (force_login needs none): hashing one takes a second.
+    return User.objects.create_user(name, **flags)
 
 
 def test_anonymous_and_non_staff_users_are_sent_to_the_login(client, django_backend):

@@ -81,7 +81,8 @@ class CaravelBackend(compat.BaseTaskBackend):  # type: ignore[misc]
     def __init__(self, alias: str, params: Dict[str, Any]) -> None:
         super().__init__(alias, params)
         self.config = BackendConfig.read(alias, self.options, sorted(self.queues))
-        self._lock = threading.Lock()
+        # Reentrant: a tasks module imported while the registry is built may use it.
+        self._lock = threading.RLock()
         self._tasks: Optional[TaskRegistry] = None
         self._own: Optional[DatabaseQueue] = None
         self._caller: Optional[DatabaseQueue] = None

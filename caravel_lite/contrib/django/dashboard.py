@@ -44,8 +44,8 @@ def _dashboard(alias: str, read_only: bool, show_payloads: bool) -> Any:
             _dashboards[key] = wsgi_app(
                 QueueAdmin(backend.open_database()), auth=StaffUser(), read_only=read_only,
                 show_payloads=show_payloads,
-                csrf_secret=salted_hmac("caravel_lite.contrib.django.dashboard",
-                                        "csrf").digest())
+                csrf_secret=salted_hmac("caravel_lite.contrib.django.dashboard", "csrf",
+                                        algorithm="sha256").digest())
         return _dashboards[key]
 
 

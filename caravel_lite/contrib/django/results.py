@@ -18,7 +18,10 @@ caravel_lite records it, :data:`UNRECORDED` otherwise.
 
 Errors come from the job's failure history (at most its last 20 failed attempts): the
 exception's class path and, in place of a traceback (caravel_lite never stores an
-exception's message or frames unless told to), the site it was raised at.
+exception's message or frames unless told to), the site it was raised at. A failure
+that raised nothing (a lease that expired when a worker died, a job of an unknown
+type) is a :class:`RecordedFailure` naming its category, so that a FAILED task always
+says why.
 """
 from __future__ import annotations
 
@@ -32,7 +35,8 @@ from caravel_lite.admin.values import JobDetail
 from caravel_lite.registry import JobRegistry
 from caravel_lite.values import JobState
 
-__all__ = ["KEEPS_RESULTS", "UNRECORDED", "Recorded", "register", "read", "error_path"]
+__all__ = ["KEEPS_RESULTS", "UNRECORDED", "Recorded", "RecordedFailure", "register", "read",
+           "error_path"]
 
 log = logging.getLogger("caravel_lite.contrib.django")
 
@@ -64,6 +68,14 @@ class Recorded:
         return self.detail.claimed_at
 
 
+class RecordedFailure(Exception):
+    """A failed attempt for which caravel_lite recorded a category but no exception (a
+    lease that expired, a payload it could not decode, an unknown job type)."""
+
+
+_RECORDED = f"{__name__}.RecordedFailure"
+
+
 def error_path(error_type: str) -> str:
     """Django's exception class path: caravel_lite names builtins bare (``ValueError``)."""
     return error_type if "." in error_type else f"builtins.{error_type}"
@@ -89,6 +101,11 @@ def read(queue: Any, admin: Any, job_id: str) -> Optional[Recorded]:
     workers = [UNRECORDED] * attempts
     if holder and attempts and detail.state is JobState.LEASED:
         workers[-1] = str(holder)
-    errors = tuple((error_path(f.error_type), f"raised at {f.site or 'an unknown site'}")
-                   for f in detail.failures if f.error_type)
-    return Recorded(detail, value, tuple(workers), errors)
+    errors = [(error_path(f.error_type), f"raised at {f.site or 'an unknown site'}")
+              if f.error_type else (_RECORDED, f"{f.category.value}: no exception recorded")
+              for f in detail.failures]
+    last = detail.failures[-1].category if detail.failures else None
+    if detail.last_failure is not None and detail.last_failure is not last:
+        # Expired leases are swept without a history row.
+        errors.append((_RECORDED, f"{detail.last_failure.value}: no exception recorded"))
+    return Recorded(detail, value, tuple(workers), tuple(errors))
