@@ -40,3 +40,12 @@ def test_the_worker_refuses_a_backend_that_is_not_caravels(project):
 
     with pytest.raises(CommandError, match="not a CaravelBackend"):
         worker_argv(["--backend", "immediate"])
+
+
+def test_the_worker_names_an_unknown_backend(project):
+    from django.core.management import CommandError
+
+    from caravel_lite.contrib.django.management.commands.caravel_worker import worker_argv
+
+    with pytest.raises(CommandError, match="no backend 'nope'"):
+        worker_argv(["--backend", "nope"])

@@ -105,3 +105,24 @@ def test_an_in_memory_sqlite_database_is_refused_with_the_fix(project, monkeypat
     monkeypatch.setattr(connections["default"], "vendor", "sqlite")
     with pytest.raises(ImproperlyConfigured, match="TEST"):
         databases.url_of("default")
+
+
+def test_running_tasks_inside_an_atomic_block_keeps_its_connection(project):
+    from django.db import connection, transaction
+
+    from caravel_lite.contrib.django import compat
+    from caravel_lite.contrib.django.contract import tasks
+    from caravel_lite.contrib.django.testing import run_tasks
+
+    # A TestCase's transaction: the worker must not close the connection holding it
+    # (Django's own close_old_connections would, autocommit being off).
+    with transaction.atomic():
+        connection.ensure_connection()
+        held = connection.connection
+        result = tasks.add.using(backend="caravel_separate").enqueue(1, 2)
+        assert run_tasks("caravel_separate").completed == 1
+        assert connection.connection is held and not connection.needs_rollback
+        with connection.cursor() as cursor:  # still open, the transaction still there
+            cursor.execute("SELECT 1")
+    result.refresh()
+    assert result.status == compat.TaskResultStatus.SUCCESSFUL

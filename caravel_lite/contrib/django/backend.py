@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, Dict, List, Optional, Sequence
 
 import peewee
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -56,7 +57,6 @@ def _local(value: Optional[datetime]) -> Optional[datetime]:
     """An aware UTC time from caravel_lite as Django shows times (naive without USE_TZ)."""
     if value is None:
         return None
-    from django.conf import settings
     return value if settings.USE_TZ else timezone.make_naive(value)
 
 
@@ -177,11 +177,10 @@ class CaravelBackend(compat.BaseTaskBackend):  # type: ignore[misc]
         if entry is None:
             raise compat.TaskResultDoesNotExist(
                 f"{result_id}: its task {detail.wire_name!r} is not registered here")
-        call = queue.registry.for_name(detail.wire_name)
-        assert call is not None
-        stored = codec.decode(call.job_type, detail.payload or "")
+        stored = codec.decode(entry.job_type, detail.payload or "")
         task = entry.task.using(priority=stored.priority, queue_name=detail.queue_name,
                                 run_after=_local(stored.run_after), backend=self.alias)
+        # A state of a later caravel_lite (a cancelled job) ended the task: FAILED.
         status = compat.TaskResultStatus(STATUS_OF.get(detail.state, "FAILED"))
         result = compat.TaskResult(
             task=task, id=str(detail.job_id), status=status,

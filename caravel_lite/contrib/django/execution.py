@@ -6,18 +6,27 @@ caravel_lite records the failed attempt (retried while attempts are left) exactl
 for any other job.
 
 Django's database connections of the worker's threads are treated as a request's
-are: ones past their age or unusable are closed before and after each task."""
+are: ones past their age or unusable are closed before and after each task, except a
+connection inside an atomic block (a test's TestCase transaction), which is left alone."""
 from __future__ import annotations
 
 import dataclasses
 import traceback
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import connections
 
 from caravel_lite.contrib.django import compat
 
-__all__ = ["TaskRunner"]
+__all__ = ["TaskRunner", "close_old_connections"]
+
+
+def close_old_connections() -> None:
+    """Django's close_old_connections, sparing a connection in an atomic block (which
+    Django's would close, losing the transaction, when it differs from AUTOCOMMIT)."""
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()
 
 
 class TaskRunner:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any, List, NoReturn
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from caravel_lite.contrib.django.compat import task_backends
@@ -37,7 +38,10 @@ def worker_argv(argv: List[str]) -> List[str]:
                 alias = given
             continue
         rest.append(value)
-    backend = task_backends[alias]
+    try:
+        backend = task_backends[alias]
+    except ImproperlyConfigured:  # InvalidTaskBackend: no such alias
+        raise CommandError(f"TASKS has no backend {alias!r}") from None
     if not hasattr(backend, "tasks"):
         raise CommandError(f"TASKS[{alias!r}] is not a CaravelBackend")
     if "--queue" not in [v.split("=", 1)[0] for v in rest]:
@@ -60,7 +64,16 @@ class Command(BaseCommand):  # type: ignore[misc]
         # caravel-lite's own parser reads the options, so that they are exactly its.
         from caravel_lite.cli import main
 
-        sys.exit(main(worker_argv(argv[2:]), prog="manage.py caravel_worker"))
+        if {"-h", "--help"} & set(argv[2:]):
+            self.stdout.write(__doc__ + "\nThe options of caravel-lite worker (its MODULE:ATTR "
+                              "is the backend's queue, given here):\n")
+            sys.exit(main(["worker", "--help"], prog="manage.py caravel_worker"))
+        try:
+            arguments = worker_argv(argv[2:])
+        except CommandError as exc:
+            self.stderr.write(f"manage.py caravel_worker: {exc}")
+            sys.exit(2)
+        sys.exit(main(arguments, prog="manage.py caravel_worker"))
 
     def handle(self, *args: Any, **options: Any) -> None:  # call_command()
         from caravel_lite.cli import main
