@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from caravel_lite.contrib.django import databases
+from tests.django.conftest import empty
 
 
 def seen_elsewhere(backend: Any, job_id: str) -> bool:
@@ -111,9 +112,11 @@ def test_running_tasks_inside_an_atomic_block_keeps_its_connection(project):
     from django.db import connection, transaction
 
     from caravel_lite.contrib.django import compat
+    from caravel_lite.contrib.django.compat import task_backends
     from caravel_lite.contrib.django.contract import tasks
     from caravel_lite.contrib.django.testing import run_tasks
 
+    empty(task_backends["caravel_separate"])  # what other tests left there
     # A TestCase's transaction: the worker must not close the connection holding it
     # (Django's own close_old_connections would, autocommit being off).
     with transaction.atomic():
