@@ -1,0 +1,1 @@
+"""Integrations of caravel_lite with frameworks, each behind its own extra."""

@@ -1,0 +1,84 @@
+"""``manage.py caravel_worker [--backend ALIAS] [OPTIONS]``: run caravel_lite's worker
+on a Caravel backend's queues (default: the ``default`` backend, every queue of its
+``QUEUES``) until SIGTERM or SIGINT.
+
+OPTIONS are those of ``caravel-lite worker`` (``--queue``, ``--concurrency``,
+``--prefetch``, ``--shutdown-timeout``, ``--max-outage``, ``--poll-interval``,
+``--prune-after``, ``--log-level``...), with its exit codes; the database, the lease and
+the attempts come from the backend's settings."""
+from __future__ import annotations
+
+import sys
+from typing import Any, List, NoReturn
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from caravel_lite.contrib.django.compat import task_backends
+
+# Django's own options, which manage.py has already acted on.
+_DJANGO_FLAGS = ("--settings", "--pythonpath")
+
+
+def worker_argv(argv: List[str]) -> List[str]:
+    """``caravel-lite worker`` arguments for ``manage.py caravel_worker`` arguments."""
+    rest: List[str] = []
+    alias = "default"
+    skip = False
+    for index, value in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        name = value.split("=", 1)[0]
+        if name in _DJANGO_FLAGS + ("--backend",):
+            given = value.split("=", 1)[1] if "=" in value else (
+                argv[index + 1] if index + 1 < len(argv) else "")
+            skip = "=" not in value
+            if name == "--backend":
+                alias = given
+            continue
+        rest.append(value)
+    try:
+        backend = task_backends[alias]
+    except ImproperlyConfigured:  # InvalidTaskBackend: no such alias
+        raise CommandError(f"TASKS has no backend {alias!r}") from None
+    if not hasattr(backend, "tasks"):
+        raise CommandError(f"TASKS[{alias!r}] is not a CaravelBackend")
+    if "--queue" not in [v.split("=", 1)[0] for v in rest]:
+        if not backend.queues:
+            raise CommandError(f"TASKS[{alias!r}] lists no QUEUES: name them with --queue")
+        for name in sorted(backend.queues):
+            rest += ["--queue", name]
+    return ["worker", f"caravel_lite.contrib.django.worker:backends.{alias}", *rest]
+
+
+class Command(BaseCommand):  # type: ignore[misc]
+    help = __doc__
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--backend", default="default", metavar="ALIAS")
+        parser.add_argument("worker_options", nargs="*",
+                            help="options of caravel-lite worker, after --")
+
+    def run_from_argv(self, argv: List[str]) -> NoReturn:
+        # caravel-lite's own parser reads the options, so that they are exactly its.
+        from caravel_lite.cli import main
+
+        if {"-h", "--help"} & set(argv[2:]):
+            self.stdout.write(__doc__ + "\nThe options of caravel-lite worker (its MODULE:ATTR "
+                              "is the backend's queue, given here):\n")
+            sys.exit(main(["worker", "--help"], prog="manage.py caravel_worker"))
+        try:
+            arguments = worker_argv(argv[2:])
+        except CommandError as exc:
+            self.stderr.write(f"manage.py caravel_worker: {exc}")
+            sys.exit(2)
+        sys.exit(main(arguments, prog="manage.py caravel_worker"))
+
+    def handle(self, *args: Any, **options: Any) -> None:  # call_command()
+        from caravel_lite.cli import main
+
+        argv = ["--backend", options["backend"], *options["worker_options"]]
+        code = main(worker_argv(argv), prog="manage.py caravel_worker")
+        if code:
+            raise CommandError(f"the worker ended with exit code {code}", returncode=code)

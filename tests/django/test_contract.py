@@ -1,0 +1,31 @@
+"""The contract suite for Django tasks backends, run against caravel_lite's backend on
+each database and, where it applies, against Django's own ImmediateBackend: the same
+tests pass on both, so they test Django's contract rather than caravel_lite."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from caravel_lite.contrib.django.contract import Harness
+from caravel_lite.contrib.django.contract.suite import TaskBackendContract
+from caravel_lite.testing import drain
+from tests.django.conftest import empty
+
+
+def caravel_harness(backend: Any) -> Harness:
+    queue = backend.queue()
+    return Harness(backend.alias, work=lambda: drain(queue, "default", "other"),
+                   clear=lambda: empty(backend))
+
+
+class TestCaravelBackend(TaskBackendContract):
+    @pytest.fixture
+    def harness(self, django_backend: Any) -> Harness:
+        return caravel_harness(django_backend)
+
+
+class TestImmediateBackend(TaskBackendContract):
+    @pytest.fixture
+    def harness(self, project: Any) -> Harness:
+        return Harness("immediate", runs_inline=True)
