@@ -61,7 +61,8 @@ def test_kill_9_around_the_commit_doubles_no_effect(backend, fault_db, db_url, t
                         return slot + 1
                 return None
             try:
-                slot = wait_for(in_target, timeout=1.5, interval=0.001) - 1
+                # Long enough for a restarted worker to start on a loaded machine.
+                slot = wait_for(in_target, timeout=10, interval=0.001) - 1
             except AssertionError:
                 slot = order[0]
             child, phase_file = workers[slot]
