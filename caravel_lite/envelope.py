@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, Optional, Tuple
 from caravel_lite import codec, validation
 from caravel_lite.clock import ceil_ms, floor_ms, to_micros
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
+from caravel_lite.limits import flow_columns
 from caravel_lite.options import QueueOptions
 from caravel_lite.registry import JobRegistry
 from caravel_lite.values import Dispatch, Priority
@@ -42,6 +43,9 @@ class Envelope(NamedTuple):
     priority: Priority
     available_at_ms: int
     max_attempts: int
+    # Flow control (caravel_lite.limits): None unless the queue is gated.
+    flow_group: Optional[str] = None
+    concurrency_key: Optional[str] = None
 
 
 def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
@@ -68,10 +72,11 @@ def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
         due = ceil_ms(to_micros(dispatch.not_before))  # never early
     else:
         due = floor_ms(now_us)
+    group, key = flow_columns(registry, options, definition, dispatch)
     return Envelope(definition.wire_name, payload, dispatch.queue, dispatch.tenant_id,
                     dispatch.idempotency_key,
                     dedup_digest(dispatch.queue, dispatch.tenant_id, dispatch.idempotency_key),
-                    dispatch.priority, due, options.max_attempts)
+                    dispatch.priority, due, options.max_attempts, group, key)
 
 
 def _prove_round_trip(job_type: type, job: Any, payload: str) -> None:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple, Union
 
+from caravel_lite import limits
 from caravel_lite.errors import InvalidField
 from caravel_lite.validation import check_int
 
@@ -39,6 +40,9 @@ class QueueOptions:
       that returns a short text it judges safe to store (or None); kept in the
       failure history, at most 1 KiB of UTF-8. Without it no text is stored, only the
       exception's type and where it was raised.
+    - ``fair_tenants``, ``concurrency_limit`` (1 .. 1000), ``rate_limit`` ((N, period),
+      N 1 .. 1000, period 1 ms .. 1 day): flow control, see :mod:`caravel_lite.limits`.
+      Set them alike wherever the queue is opened (enqueue and workers).
     """
 
     max_attempts: int = 3
@@ -49,8 +53,12 @@ class QueueOptions:
     retry_delay: timedelta = timedelta(seconds=5)
     max_retry_delay: timedelta = timedelta(minutes=5)
     describe_failure: Optional[Callable[[BaseException], Optional[str]]] = None
+    fair_tenants: bool = False
+    concurrency_limit: Optional[int] = None
+    rate_limit: Union[None, Tuple[int, timedelta], "limits.RateLimit"] = None
 
     def __post_init__(self) -> None:
+        limits.check_options(self)
         check_int("max_attempts", self.max_attempts, 1, 100)
         check_int("max_payload_bytes", self.max_payload_bytes, 1, MIB)
         lease = _require_duration("lease_duration", self.lease_duration)

@@ -10,9 +10,10 @@ import dataclasses
 import inspect
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Set, Type, TypeVar
+from datetime import timedelta
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Type, TypeVar
 
-from caravel_lite import codec, validation
+from caravel_lite import codec, limits, validation
 from caravel_lite.errors import InvalidField, UnknownJobType
 from caravel_lite.values import JobContext
 
@@ -29,6 +30,10 @@ class JobDefinition:
     job_type: type
     handler: Handler
     is_async: bool
+    # Flow control (caravel_lite.limits): at most this many leased jobs per
+    # concurrency key, at most rate_limit.count starts per period.
+    concurrency_limit: Optional[int] = None
+    rate_limit: Optional[limits.RateLimit] = None
 
 
 class JobRegistry:
@@ -45,9 +50,13 @@ class JobRegistry:
         # Types registered while their annotations named a class not defined yet.
         self._unchecked: Set[type] = set()
         self._lock = threading.Lock()
+        # Whether a registered type declares a concurrency or rate limit.
+        self.flow_controlled = False
 
     def register(self, wire_name: str, job_type: Type[J],
-                 handler: Callable[[J, JobContext], Any]) -> JobDefinition:
+                 handler: Callable[[J, JobContext], Any], *,
+                 concurrency_limit: Optional[int] = None,
+                 rate_limit: Optional[Tuple[int, timedelta]] = None) -> JobDefinition:
         """Register ``handler`` (sync or ``async def``) for ``job_type`` under ``wire_name``.
 
         ``job_type`` must be a dataclass whose every field the payload codec can store
@@ -67,8 +76,10 @@ class JobRegistry:
             unresolved = True
         if not callable(handler):
             raise InvalidField("handler", "must be callable")
-        definition = JobDefinition(wire_name, job_type, handler,
-                                   inspect.iscoroutinefunction(handler))
+        definition = JobDefinition(
+            wire_name, job_type, handler, inspect.iscoroutinefunction(handler),
+            limits.check_concurrency_limit("concurrency_limit", concurrency_limit),
+            limits.check_rate_limit("rate_limit", rate_limit))
         with self._lock:
             if wire_name in self._by_name:
                 raise InvalidField("wire_name", f"{wire_name!r} is already registered")
@@ -79,9 +90,13 @@ class JobRegistry:
             self._by_type[job_type] = definition
             if unresolved:
                 self._unchecked.add(job_type)
+            if definition.concurrency_limit is not None or definition.rate_limit is not None:
+                self.flow_controlled = True
         return definition
 
-    def job(self, wire_name: str, job_type: Type[J]
+    def job(self, wire_name: str, job_type: Type[J], *,
+            concurrency_limit: Optional[int] = None,
+            rate_limit: Optional[Tuple[int, timedelta]] = None
             ) -> Callable[[Callable[[J, JobContext], R]], Callable[[J, JobContext], R]]:
         """Decorator form of :meth:`register`; returns the handler unchanged.
 
@@ -90,7 +105,8 @@ class JobRegistry:
         accept ``job_type``, or whose second is not a :class:`JobContext`, is an error.
         """
         def decorate(handler: Callable[[J, JobContext], R]) -> Callable[[J, JobContext], R]:
-            self.register(wire_name, job_type, handler)
+            self.register(wire_name, job_type, handler, concurrency_limit=concurrency_limit,
+                          rate_limit=rate_limit)
             return handler
         return decorate
 

@@ -17,6 +17,7 @@ from caravel_lite.values import JobState
 JOBS_TABLE = "caravel_jobs"
 OUTBOX_TABLE = "caravel_outbox"
 FAILURES_TABLE = "caravel_failures"
+SLOTS_TABLE = "caravel_slots"
 HISTORY_TABLE = "caravel_migrations"
 
 # A Model subclass whose columns are set at run time: a type checker cannot see them.
@@ -71,6 +72,10 @@ def job_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
         "replay_count": peewee.IntegerField(default=0),
         "updated_at": peewee.BigIntegerField(),
         "finished_at": peewee.BigIntegerField(null=True),
+        # Flow control (migration 0010, caravel_lite.limits): NULL unless the job was
+        # enqueued into a gated queue; its group (tenant, key or '') and its key.
+        "flow_group": exact_text(dialect, 192, null=True),
+        "concurrency_key": exact_text(dialect, 128, null=True),
     })
     return columns
 
@@ -121,6 +126,14 @@ QUEUE_LISTING_PARTIAL = IndexSpec(QUEUE_LISTING.name, QUEUE_LISTING.columns,
                                   where=f"state <> '{_PENDING}'")
 TENANT_LISTING_PARTIAL = IndexSpec(TENANT_LISTING.name, TENANT_LISTING.columns,
                                    where=f"state <> '{_PENDING}'")
+# A gated queue's claim (caravel_lite.fairness) finds the next group with pending jobs
+# and that group's best due job, each one seek. Where indexes can be partial only
+# grouped jobs have an entry, so an enqueue into another queue writes none (0010).
+FLOW_COLUMNS = ("queue", "state", "flow_group", "priority", "available_at", "enqueued_at",
+                "id")
+FLOW_INDEX = IndexSpec(_name(JOBS_TABLE, ("flow_group",)), FLOW_COLUMNS)
+FLOW_INDEX_PARTIAL = IndexSpec(FLOW_INDEX.name, FLOW_COLUMNS,
+                               where="flow_group IS NOT NULL")
 PARTIAL_JOB_INDEXES: Tuple[IndexSpec, ...] = (
     CLAIM_INDEX,
     # Idempotency: the unique index settles enqueue races on (queue, tenant, key).
@@ -137,6 +150,7 @@ PARTIAL_JOB_INDEXES: Tuple[IndexSpec, ...] = (
     IndexSpec(PRUNE_INDEX, ("state", "finished_at", "queue"), where="finished_at IS NOT NULL"),
     QUEUE_LISTING_PARTIAL,
     TENANT_LISTING_PARTIAL,
+    FLOW_INDEX_PARTIAL,
 )
 # The same indexes holding every row, where there are no partial indexes (MariaDB,
 # MySQL), as migration 0001 created them and 0004 keeps them there.
@@ -147,6 +161,7 @@ FULL_JOB_INDEXES: Tuple[IndexSpec, ...] = (
     IndexSpec(PRUNE_INDEX, ("state", "finished_at", "queue")),
     QUEUE_LISTING,
     TENANT_LISTING,
+    FLOW_INDEX,
 )
 
 
@@ -256,3 +271,21 @@ def failures_model(db: peewee.Database) -> RuntimeModel:
     """The runtime model of the failure history, bound to ``db``. Never creates it."""
     return build_model(db, FAILURES_TABLE, failure_columns(dialect_of(db)),
                        FAILURE_INDEXES, primary_key=FAILURES_KEY)
+
+
+def slot_columns() -> Dict[str, peewee.Field]:
+    """The slots of concurrency and rate limits (migration 0010, caravel_lite.slots):
+    one row per (scope, slot), scope a digest of the limit (kind, queue, key or type).
+    ``holder``/``token``: the job and lease that took it; ``taken_at``: when;
+    ``expires_at``: the lease expiry it was taken with."""
+    return {
+        "scope": peewee.CharField(max_length=64),
+        "slot": peewee.IntegerField(),
+        "holder": peewee.CharField(max_length=36, null=True),
+        "token": peewee.CharField(max_length=32, null=True),
+        "taken_at": peewee.BigIntegerField(),
+        "expires_at": peewee.BigIntegerField(),
+    }
+
+
+SLOTS_KEY = ("scope", "slot")

@@ -54,6 +54,9 @@ class Dispatch:
     idempotency_key: Optional[str] = None
     not_before: Optional[datetime] = None
     priority: Priority = Priority.NORMAL
+    # Jobs of one queue sharing this key are leased at most concurrency_limit at once
+    # (the job type's, else QueueOptions'): caravel_lite.limits.
+    concurrency_key: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ class ServerDatabases:
 
 
 def clear_tables(db: peewee.Database) -> None:
-    for table in ("caravel_jobs", "caravel_outbox", "caravel_failures"):
+    for table in ("caravel_jobs", "caravel_outbox", "caravel_failures", "caravel_slots"):
         db.execute_sql(f"DELETE FROM {table}")
 
 

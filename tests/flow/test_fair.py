@@ -1,0 +1,56 @@
+"""Fair claiming across tenants (QueueOptions(fair_tenants=True)), on every database."""
+from __future__ import annotations
+
+import os
+
+from caravel_lite import Priority
+from tests.flow.jobs import QUEUE, Task, make_queue, to
+
+# The flood of tenant A: 100,000 in the full run, fewer in CI (the claim's cost does
+# not depend on it: test_flow_plans proves that on every database).
+FLOOD = 2_000 if os.environ.get("CI") else 100_000
+
+
+def _flood(queue, tenant: str, count: int) -> None:
+    for start in range(0, count, 1000):
+        queue.enqueue_many([(Task(i), to(tenant)) for i in range(start, min(count, start + 1000))])
+
+
+def test_a_tenants_one_job_starts_within_one_rotation_behind_a_flood(db):
+    queue = make_queue(db, fair_tenants=True)
+    _flood(queue, "tenant-a", FLOOD)
+    queue.claim(QUEUE)  # a worker already busy with the flood
+    job = queue.enqueue(Task(-1), to("tenant-b")).job_id
+    taken = [queue.claim(QUEUE) for _ in range(2)]
+    assert job in [lease.job_id for lease in taken]
+
+
+def test_the_same_flood_on_an_unfair_queue_holds_the_job_back(db):
+    queue = make_queue(db)
+    _flood(queue, "tenant-a", 200)
+    job = queue.enqueue(Task(-1), to("tenant-b")).job_id
+    order = [queue.claim(QUEUE).job_id for _ in range(201)]
+    assert order.index(job) == 200
+
+
+def test_three_tenants_interleave_and_priority_orders_within_a_tenant(db):
+    queue = make_queue(db, fair_tenants=True)
+    for tenant in ("t1", "t2", "t3"):
+        for i in range(3):
+            queue.enqueue(Task(i), to(tenant))
+    urgent = queue.enqueue(Task(99), to("t3", priority=Priority.CRITICAL)).job_id
+    leases = [queue.claim(QUEUE) for _ in range(10)]
+    assert all(lease is not None for lease in leases)
+    tenants = [lease.context.tenant_id for lease in leases]
+    assert tenants[:9] == ["t1", "t2", "t3"] * 3
+    assert leases[2].job_id == urgent  # t3's turn runs t3's most urgent job
+    assert queue.claim(QUEUE) is None
+
+
+def test_claim_many_takes_one_job_per_tenant_per_turn(db):
+    queue = make_queue(db, fair_tenants=True)
+    _flood(queue, "tenant-a", 50)
+    queue.enqueue(Task(1), to("tenant-b"))
+    queue.enqueue(Task(2), to("tenant-c"))
+    tenants = sorted(lease.context.tenant_id for lease in queue.claim_many(QUEUE, 4))
+    assert tenants == ["tenant-a", "tenant-a", "tenant-b", "tenant-c"]
