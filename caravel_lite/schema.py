@@ -289,3 +289,8 @@ def slot_columns() -> Dict[str, peewee.Field]:
 
 
 SLOTS_KEY = ("scope", "slot")
+
+
+def slots_model(db: peewee.Database) -> RuntimeModel:
+    """The runtime model of the limits' slots, bound to ``db``. Never creates it."""
+    return build_model(db, SLOTS_TABLE, slot_columns(), primary_key=SLOTS_KEY)

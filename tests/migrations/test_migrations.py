@@ -18,13 +18,13 @@ from caravel_lite import (EnqueueResult, QueueIdempotencyConflict, SchemaNotRead
 from caravel_lite.dialect import dialect_of, open_database
 from caravel_lite.migrator import pending_migrations, runner
 from caravel_lite.schema import (FAILURES_TABLE, HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE,
-                                 bind_models, failures_model)
+                                 SLOTS_TABLE, bind_models, failures_model, slots_model)
 from tests.contract.jobs import QUEUE, TENANT, Ping, dispatch, make_queue
 from tests.support import wait_for
 
 ALL = ["0001_create_jobs", "0002_create_outbox", "0003_notify_trigger",
        "0004_partial_indexes", "0005_cluster_jobs_by_id", "0006_failure_history",
-       "0007_listings_without_pending"]
+       "0007_listings_without_pending", "0010_flow_control"]
 
 # Backends whose jobs indexes are partial once 0004 has run (the others keep 0001's).
 PARTIAL_BACKENDS = ("sqlite", "postgres")
@@ -74,6 +74,17 @@ def _as_of_0007(indexes, partial):
         LISTINGS_0007 if partial else None)
 
 
+# What 0010 adds: the gated claim's index, partial where indexes can be.
+def _flow_index(partial):
+    return ("caravel_jobs_flow_group", ("queue", "state", "flow_group", "priority",
+                                        "available_at", "enqueued_at", "id"), False,
+            "flow_group is not null" if partial else None)
+
+
+def _as_of_0010(indexes, partial):
+    return _as_of_0007(indexes, partial) | {_flow_index(partial)}
+
+
 OUTBOX_INDEXES = {
     ("caravel_outbox_dispatched_at_set_aside_at_staged_at_id",
      ("dispatched_at", "set_aside_at", "staged_at", "id"), False, None),
@@ -88,8 +99,8 @@ def expected_indexes(backend):
     """{table: indexes} of a fully migrated database of this backend."""
     partial = backend in PARTIAL_BACKENDS
     jobs = PARTIAL_JOB_INDEXES if partial else FULL_JOB_INDEXES
-    return {JOBS_TABLE: _as_of_0007(jobs, partial), OUTBOX_TABLE: OUTBOX_INDEXES,
-            FAILURES_TABLE: FAILURE_INDEXES}
+    return {JOBS_TABLE: _as_of_0010(jobs, partial), OUTBOX_TABLE: OUTBOX_INDEXES,
+            FAILURES_TABLE: FAILURE_INDEXES, SLOTS_TABLE: set()}
 
 
 INTEGER_64 = {"sqlite": "integer", "postgres": "bigint", "mysql": "bigint"}
@@ -136,14 +147,15 @@ def _model_indexes(model):
 def test_fresh_database_gets_exactly_the_runtime_schema(fresh, backend):
     assert migrate(fresh) == ALL
     assert sorted(fresh.get_tables()) == sorted([HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE,
-                                                 FAILURES_TABLE])
-    for model in (*bind_models(fresh), failures_model(fresh)):
+                                                 FAILURES_TABLE, SLOTS_TABLE])
+    for model in (*bind_models(fresh), failures_model(fresh), slots_model(fresh)):
         table = model._meta.table_name
         columns = {c.name: c for c in fresh.get_columns(table)}
         assert set(columns) == set(model._meta.columns), table
         for name, field in model._meta.columns.items():
             assert columns[name].null == field.null, (table, name)
-        keys = ["job_id", "seq"] if table == FAILURES_TABLE else ["id"]
+        keys = {FAILURES_TABLE: ["job_id", "seq"], SLOTS_TABLE: ["scope", "slot"]}.get(
+            table, ["id"])
         assert [c for c in fresh.get_primary_keys(table)] == keys
         assert _indexes(fresh, table) == expected_indexes(backend)[table]
         assert _model_indexes(model) == expected_indexes(backend)[table]
@@ -198,7 +210,8 @@ def test_check_schema_with_a_pending_migration_raises(fresh):
 
 def test_0004_can_be_reverted_and_applied_again(fresh, backend):
     migrate(fresh)
-    assert runner(fresh).down("0004_partial_indexes") == ["0007_listings_without_pending",
+    assert runner(fresh).down("0004_partial_indexes") == ["0010_flow_control",
+                                                          "0007_listings_without_pending",
                                                           "0006_failure_history",
                                                           "0005_cluster_jobs_by_id",
                                                           "0004_partial_indexes"]
@@ -239,14 +252,18 @@ def test_partial_indexes_hold_only_the_rows_they_serve(fresh, backend):
     leases = [queue.claim(QUEUE) for _ in range(3)]
     assert all(leases)
     assert queue.complete(leases[0])
+    fair = make_queue(fresh, fair_tenants=True)
+    fair.enqueue_many([(Ping(n), dispatch(queue="fair")) for n in range(2)])
     expected = {
-        "caravel_jobs_queue_state_priority_available_at_enqueued_at_id": 203,
+        "caravel_jobs_queue_state_priority_available_at_enqueued_at_id": 205,
         "caravel_jobs_dedup_key": 3,
         "caravel_jobs_queue_state_lease_expires_at": 2,
         "caravel_jobs_state_finished_at": 1,
         # Migration 0007: the listings leave the 200 pending jobs out.
         "caravel_jobs_queue_state_id": 3,
         "caravel_jobs_tenant_id_state_id": 3,
+        # Migration 0010: only the two jobs of a gated queue have a group.
+        "caravel_jobs_flow_group": 2,
     }
     # PostgreSQL's REINDEX also indexes row versions that an open snapshot somewhere on
     # the server may still see (the claims' and completion's old versions), so on a busy
@@ -460,8 +477,11 @@ def test_0007_listings_leave_pending_jobs_out_and_can_be_reverted(fresh, backend
     before = listings()
     assert len(before[0]) == 19 and before[0] == before[1]
     assert before[0] == sorted(before[0], key=str, reverse=True)
-    assert migrate(fresh) == ["0007_listings_without_pending"]
-    assert _indexes(fresh, JOBS_TABLE) == expected_indexes(backend)[JOBS_TABLE]
+    assert migrate(fresh, target="0007_listings_without_pending") == [
+        "0007_listings_without_pending"]
+    assert _indexes(fresh, JOBS_TABLE) == _as_of_0007(
+        PARTIAL_JOB_INDEXES if backend in PARTIAL_BACKENDS else FULL_JOB_INDEXES,
+        backend in PARTIAL_BACKENDS)
     assert listings() == before
     if backend in PARTIAL_BACKENDS:
         entries = _index_entries(fresh, backend)
