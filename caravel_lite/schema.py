@@ -289,8 +289,12 @@ def slot_columns() -> Dict[str, peewee.Field]:
 
 
 SLOTS_KEY = ("scope", "slot")
+SLOT_INDEXES: Tuple[IndexSpec, ...] = (
+    # A limit's free slots, oldest taken first (caravel_lite.slots).
+    IndexSpec(_name(SLOTS_TABLE, ("scope", "taken_at")), ("scope", "taken_at")),
+)
 
 
 def slots_model(db: peewee.Database) -> RuntimeModel:
     """The runtime model of the limits' slots, bound to ``db``. Never creates it."""
-    return build_model(db, SLOTS_TABLE, slot_columns(), primary_key=SLOTS_KEY)
+    return build_model(db, SLOTS_TABLE, slot_columns(), SLOT_INDEXES, primary_key=SLOTS_KEY)

@@ -36,6 +36,8 @@ from caravel_lite.retry import recovering
 from caravel_lite.schema import JOBS_TABLE, SLOTS_TABLE
 
 Taken = Tuple[Gate, int]
+# Free slots read per try; as many tries to create a new one.
+READ = 3
 
 
 class Slots:
@@ -55,8 +57,12 @@ class Slots:
             f"AND ({j}.lease_token IS NULL OR {j}.lease_token <> {s}.token)))")
         # Params: now_ms - period_ms.
         self._window_passed = f"({s}.taken_at <= {p})"
-        self._read = (f"SELECT slot, CASE WHEN {{free}} THEN 1 ELSE 0 END FROM {s} "
-                      f"WHERE scope = {p} AND slot < {p}")
+        # The free slots, oldest taken first (the slots index: scope, taken_at): a rate
+        # limit's free slots are a range of it, a concurrency limit's busy ones are at
+        # most its leased jobs. Params: free's, scope, count.
+        self._read = (f"SELECT slot FROM {s} WHERE {{free}} AND scope = {p} AND slot < {p} "
+                      f"ORDER BY taken_at LIMIT {READ}")
+        self._last = f"SELECT MAX(slot) FROM {s} WHERE scope = {p}"
         self._update = (f"UPDATE {s} SET holder = {p}, token = {p}, taken_at = {p}, "
                         f"expires_at = {p} WHERE scope = {p} AND slot = {p} AND {{free}}")
         self._insert = (f"INSERT INTO {s} (scope, slot, holder, token, taken_at, "
@@ -92,14 +98,19 @@ class Slots:
         so two claimers never hold one slot; a lost reply reads the slot back (its
         holder and token say whether the lost write landed)."""
         free, free_params = self._free(gate, now_ms)
-        rows = self.db.execute_sql(self._read.format(free=free),
-                                   (*free_params, gate.scope, gate.count)).fetchall()
-        known = {int(slot): bool(is_free) for slot, is_free in rows}
         values = (holder, token, now_ms, expires_ms)
-        for slot in range(gate.count):
-            if slot in known and not known[slot]:
-                continue
-            if self._try(gate, slot, slot in known, values, free, free_params):
+        for (slot,) in self.db.execute_sql(self._read.format(free=free),
+                                           (*free_params, gate.scope, gate.count)).fetchall():
+            if self._try(gate, int(slot), True, values, free, free_params):
+                return int(slot)
+        # None free: a slot never used yet, while the limit has one (they are numbered
+        # from 0 as they are first taken; the primary key settles a race to create one).
+        for _ in range(READ):
+            (last,) = self.db.execute_sql(self._last, (gate.scope,)).fetchone()
+            slot = 0 if last is None else int(last) + 1
+            if slot >= gate.count:
+                return None
+            if self._try(gate, slot, False, values, free, free_params):
                 return slot
         return None
 

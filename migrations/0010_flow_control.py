@@ -15,7 +15,8 @@ only rows with a group (``WHERE flow_group IS NOT NULL``), so an enqueue into an
 ungated queue writes no entry in it; on MariaDB/MySQL it holds every row.
 
 ``caravel_slots`` holds the slots of the limits: one row per (scope, slot), created
-when first taken. Adding nullable columns rewrites no row (SQLite, PostgreSQL 11+ and
+when first taken, and an index on (scope, taken_at): a limit's free slots are found
+oldest taken first, a rate limit's as a range of it. Adding nullable columns rewrites no row (SQLite, PostgreSQL 11+ and
 MariaDB 10.3+ add them in place); building the index reads the table once under its
 lock. Code from before this script never reads or writes the new columns: its
 statements name their columns, so they run unchanged against the new schema.
@@ -55,6 +56,7 @@ def up(migrator, db):
             table_name = SLOTS
             legacy_table_names = False
             primary_key = CompositeKey("scope", "slot")
+            indexes = ((("scope", "taken_at"), False),)
 
     db.create_tables([Slot], safe=False)
 

@@ -100,7 +100,8 @@ def expected_indexes(backend):
     partial = backend in PARTIAL_BACKENDS
     jobs = PARTIAL_JOB_INDEXES if partial else FULL_JOB_INDEXES
     return {JOBS_TABLE: _as_of_0010(jobs, partial), OUTBOX_TABLE: OUTBOX_INDEXES,
-            FAILURES_TABLE: FAILURE_INDEXES, SLOTS_TABLE: set()}
+            FAILURES_TABLE: FAILURE_INDEXES,
+            SLOTS_TABLE: {("caravel_slots_scope_taken_at", ("scope", "taken_at"), False, None)}}
 
 
 INTEGER_64 = {"sqlite": "integer", "postgres": "bigint", "mysql": "bigint"}
