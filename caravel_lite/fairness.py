@@ -29,20 +29,23 @@ from __future__ import annotations
 import itertools
 import secrets
 import threading
-from typing import Any, Dict, List, Optional, Sequence
+import uuid
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import peewee
 
 from caravel_lite.claim import Claimer
 from caravel_lite.limits import FlowPolicy
 from caravel_lite.schema import FLOW_INDEX, JOBS_TABLE
-from caravel_lite.slots import Slots
+from caravel_lite.slots import Slots, Taken
 from caravel_lite.statements import LEASE_COLUMNS, PENDING
 from caravel_lite.values import ClaimBatch, QueueLease
 
 EXTRA_VISITS = 8
 UNGROUPED_EVERY = 8
 UNGROUPED_READ = 4
+# A job chosen by a claim (its row: LEASE_COLUMNS and its key) and the slots taken for it.
+Chosen = Tuple[Sequence[Any], List[Taken]]
 
 
 class GroupClaimer:
@@ -63,11 +66,11 @@ class GroupClaimer:
         # params: queue (, after)
         self.first_group = f"{groups} ORDER BY flow_group LIMIT 1"
         self.next_group = f"{groups} AND flow_group > {p} ORDER BY flow_group LIMIT 1"
-        # params: queue, group, now_ms
+        # params: queue, group, now_ms, how many
         self.head = (f"SELECT {LEASE_COLUMNS}, concurrency_key FROM {t} WHERE queue = {p} "
                      f"AND state = '{PENDING}' AND flow_group = {p} AND available_at <= {p} "
                      f"AND attempts < max_attempts "
-                     f"ORDER BY priority, available_at, enqueued_at, id LIMIT 1")
+                     f"ORDER BY priority, available_at, enqueued_at, id LIMIT {p}")
         # params: queue, now_ms (the ordinary claim order, through the claim index)
         self.ungrouped = (
             f"SELECT {LEASE_COLUMNS}, flow_group FROM {JOBS_TABLE} WHERE queue = {p} "
@@ -81,69 +84,86 @@ class GroupClaimer:
     def claim(self, queue_name: str, limit: int, now_us: int, now_ms: int,
               expires_ms: int, token: Optional[str] = None) -> ClaimBatch:
         """Up to ``limit`` leases (fewer when the groups' best jobs are over their
-        limits), under ``token``; expired leases of the queue are swept first. A lost
-        reply is recovered by each step as the ordinary claim's: the slot's holder and
-        token, the rows holding the lease token, are read back."""
+        limits), under ``token``; expired leases of the queue are swept first. The jobs
+        chosen are leased together by one UPDATE fenced on each row's observed state,
+        as the portable claim's; a slot taken for a job lost to another claimer is
+        handed back. A lost reply is recovered by each step as the ordinary claim's:
+        the slot's holder and token, the rows holding the lease token, are read back."""
         token = token or secrets.token_hex(16)
         self.claimer.sweep(queue_name, now_ms)
-        leases: List[QueueLease] = []
+        chosen: List[Chosen] = []
         with self._lock:
             cursor = self._cursor.get(queue_name)
         stopped = False
         wrapped = False  # passed the last group and began again from the first
-        took = False  # leased a job since then
-        visits = 0
-        while len(leases) < limit and visits < limit + EXTRA_VISITS and not stopped:
+        took = False  # chose a job since then
+        visits: Dict[str, int] = {}  # group -> visits in this claim
+        while len(chosen) < limit and sum(visits.values()) < limit + EXTRA_VISITS \
+                and not stopped:
             row = (self._one(self.next_group, (queue_name, cursor)) if cursor is not None
                    else self._one(self.first_group, (queue_name,)))
             if row is None:
                 if cursor is None or (wrapped and not took):
-                    break  # no group, or a whole round that leased nothing
+                    break  # no group, or a whole round that chose nothing
                 cursor, wrapped, took = None, True, False
                 continue
             cursor = row[0]
-            visits += 1
-            head = self._one(self.head, (queue_name, cursor, now_ms))
-            if head is not None:
-                lease, stopped = self._admit(queue_name, head, now_us, now_ms, expires_ms,
-                                             token)
-                if lease is not None:
-                    leases.append(lease)
+            # The k-th visit in one claim takes the group's k-th best due job (the
+            # earlier ones are chosen already, or over a limit).
+            k = visits[cursor] = visits.get(cursor, 0) + 1
+            heads = self.db.execute_sql(self.head, (queue_name, cursor, now_ms, k)).fetchall()
+            if len(heads) == k:
+                picked, stopped = self._gate(queue_name, heads[-1], token, now_ms, expires_ms)
+                if picked is not None:
+                    chosen.append(picked)
                     took = True
         with self._lock:
             if cursor is not None:
                 self._cursor[queue_name] = cursor
-        if not stopped and len(leases) < limit and (
-                not leases or next(self._claims) % UNGROUPED_EVERY == 0):
-            leases += self._ungrouped(queue_name, limit - len(leases), now_us, now_ms,
-                                      expires_ms, token)
-        return ClaimBatch(tuple(leases), False)
+        if not stopped and len(chosen) < limit and (
+                not chosen or next(self._claims) % UNGROUPED_EVERY == 0):
+            chosen += self._ungrouped(queue_name, limit - len(chosen), token, now_ms,
+                                      expires_ms)
+        return ClaimBatch(tuple(self._lease(queue_name, chosen, now_us, now_ms, expires_ms,
+                                            token)), False)
 
-    def _ungrouped(self, queue_name: str, limit: int, now_us: int, now_ms: int,
-                   expires_ms: int, token: str) -> List[QueueLease]:
+    def _ungrouped(self, queue_name: str, limit: int, token: str, now_ms: int,
+                   expires_ms: int) -> List[Chosen]:
         rows = self.db.execute_sql(self.ungrouped, (queue_name, now_ms)).fetchall()
-        leases: List[QueueLease] = []
+        chosen: List[Chosen] = []
         for row in rows:
-            if row[9] is not None or len(leases) >= limit:
+            if row[9] is not None or len(chosen) >= limit:
                 continue  # a grouped job: the rotation's
-            lease, stopped = self._admit(queue_name, (*row[:9], None), now_us, now_ms,
-                                         expires_ms, token)
-            if lease is not None:
-                leases.append(lease)
+            picked, stopped = self._gate(queue_name, (*row[:9], None), token, now_ms,
+                                         expires_ms)
+            if picked is not None:
+                chosen.append(picked)
             if stopped:
                 break
-        return leases
+        return chosen
 
-    def _admit(self, queue_name: str, row: Sequence[Any], now_us: int, now_ms: int,
-               expires_ms: int, token: str) -> "tuple[Optional[QueueLease], bool]":
-        """Lease the job of ``row`` once it holds a slot of each of its limits: (its
-        lease or None, whether the queue itself is out of starts)."""
+    def _gate(self, queue_name: str, row: Sequence[Any], token: str, now_ms: int,
+              expires_ms: int) -> Tuple[Optional[Chosen], bool]:
+        """The job of ``row`` with a slot of each of its limits taken for it, or None;
+        and whether the queue itself is out of starts."""
         gates = self.policy.gates(queue_name, row[3], row[9])
+        if not gates:
+            return (row, []), False
         taken, blocked = self.slots.take_all(gates, str(row[0]), token, now_ms, expires_ms)
         if taken is None:
             return None, blocked is not None and blocked.queue_wide
-        leases = self.claimer._take(queue_name, [row[:9]], now_us, now_ms, expires_ms, token)
-        if not leases:
-            self.slots.undo(taken, str(row[0]), token)  # another claimer took the job
-            return None, False
-        return leases[0], False
+        return (row, taken), False
+
+    def _lease(self, queue_name: str, chosen: List[Chosen], now_us: int, now_ms: int,
+               expires_ms: int, token: str) -> List[QueueLease]:
+        """Lease the chosen jobs with one fenced UPDATE; hand back the slots of those
+        another claimer took first."""
+        if not chosen:
+            return []
+        leases = self.claimer._take(queue_name, [row[:9] for row, _ in chosen], now_us,
+                                    now_ms, expires_ms, token)
+        leased = {str(lease.job_id) for lease in leases}
+        for row, taken in chosen:
+            if taken and str(uuid.UUID(str(row[0]))) not in leased:
+                self.slots.undo(taken, str(row[0]), token)
+        return leases

@@ -48,7 +48,7 @@ def test_the_fair_claim_reads_one_seek_per_group_with_10000_tenants(db, backend)
     groups = queue._groups
     for sql, params in ((groups.first_group, (QUEUE,)),
                         (groups.next_group, (QUEUE, "tenant-05000")),
-                        (groups.head, (QUEUE, "tenant-05000", now_ms))):
+                        (groups.head, (QUEUE, "tenant-05000", now_ms, 1))):
         plan = PLANS[backend](db, sql, params)
         assert plan.index == FLOW_INDEX.name, plan.text
         assert not plan.full_scan, plan.text

@@ -34,7 +34,6 @@ def test_four_processes_of_four_threads_never_exceed_the_limit(db, db_url, tmp_p
         assert len(seen) == JOBS
         assert max(row[1] for row in seen) <= procs.LIMIT
         assert max(row[1] for row in seen) == procs.LIMIT  # the limit was reached
-        assert len({row[2] for row in seen}) > 1  # several processes shared the work
         assert all(queue.status(job, queue=QUEUE, tenant_id="t").attempts == 1
                    for job in ids)
     finally:
