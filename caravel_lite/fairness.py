@@ -57,6 +57,7 @@ class GroupClaimer:
         self.policy = policy
         self.slots = Slots(db, claimer.dialect)
         self._cursor: Dict[str, str] = {}
+        self._held: Dict[str, bool] = {}  # a claim of the queue met a job over a limit
         self._lock = threading.Lock()
         self._claims = itertools.count()
         p = db.param
@@ -125,7 +126,7 @@ class GroupClaimer:
             chosen += self._ungrouped(queue_name, limit - len(chosen), token, now_ms,
                                       expires_ms)
         return ClaimBatch(tuple(self._lease(queue_name, chosen, now_us, now_ms, expires_ms,
-                                            token)), False)
+                                            token)), False, self._held.pop(queue_name, False))
 
     def _ungrouped(self, queue_name: str, limit: int, token: str, now_ms: int,
                    expires_ms: int) -> List[Chosen]:
@@ -149,8 +150,12 @@ class GroupClaimer:
         gates = self.policy.gates(queue_name, row[3], row[9])
         if not gates:
             return (row, []), False
-        taken, blocked = self.slots.take_all(gates, str(row[0]), token, now_ms, expires_ms)
+        # The claim will raise the job's attempt count by one (row[1]: as observed).
+        taken, blocked = self.slots.take_all(gates, str(row[0]), token, int(row[1]) + 1,
+                                             now_ms, expires_ms)
         if taken is None:
+            with self._lock:
+                self._held[queue_name] = True
             return None, blocked is not None and blocked.queue_wide
         return (row, taken), False
 

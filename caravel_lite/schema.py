@@ -283,6 +283,8 @@ def slot_columns() -> Dict[str, peewee.Field]:
         "slot": peewee.IntegerField(),
         "holder": peewee.CharField(max_length=36, null=True),
         "token": peewee.CharField(max_length=32, null=True),
+        # The holder's attempt count once its claim is committed.
+        "attempt": peewee.IntegerField(default=0),
         "taken_at": peewee.BigIntegerField(),
         "expires_at": peewee.BigIntegerField(),
     }

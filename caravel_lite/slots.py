@@ -47,14 +47,23 @@ class Slots:
         self.db = db
         self.dialect = dialect
         p, s, j = db.param, SLOTS_TABLE, JOBS_TABLE
-        # Params: now_ms, now_ms. The lease the slot was taken for is over.
+        # Params: now_ms, now_ms. The lease the slot was taken for is over: expired and
+        # not renewed past now, or ended. Ended is read from the job's attempt count,
+        # which its claim raised to the slot's ``attempt``, never from its state alone:
+        # a read that saw the row as it was before that claim (a statement that began
+        # before it committed) sees a lower count and an older write, so it never
+        # takes a slot from a lease it could not see yet. A job handed back (release,
+        # snooze) has its attempt given back and a later write; one handed back in the
+        # very millisecond of its claim keeps the slot until the claim's expiry.
         self._lease_over = (
             f"(({s}.expires_at <= {p} AND NOT EXISTS (SELECT 1 FROM {j} WHERE "
             f"{j}.id = {s}.holder AND {j}.lease_token = {s}.token "
             f"AND {j}.state = 'leased' AND {j}.lease_expires_at > {p})) "
-            f"OR EXISTS (SELECT 1 FROM {j} WHERE {j}.id = {s}.holder "
-            f"AND {j}.updated_at > {s}.taken_at "
-            f"AND ({j}.lease_token IS NULL OR {j}.lease_token <> {s}.token)))")
+            f"OR EXISTS (SELECT 1 FROM {j} WHERE {j}.id = {s}.holder AND ("
+            f"{j}.attempts > {s}.attempt "
+            f"OR ({j}.attempts = {s}.attempt AND ({j}.lease_token IS NULL "
+            f"OR {j}.lease_token <> {s}.token)) "
+            f"OR ({j}.attempts < {s}.attempt AND {j}.updated_at > {s}.taken_at))))")
         # Params: now_ms - period_ms.
         self._window_passed = f"({s}.taken_at <= {p})"
         # The free slots, oldest taken first (the slots index: scope, taken_at): a rate
@@ -63,10 +72,11 @@ class Slots:
         self._read = (f"SELECT slot FROM {s} WHERE {{free}} AND scope = {p} AND slot < {p} "
                       f"ORDER BY taken_at LIMIT {READ}")
         self._last = f"SELECT MAX(slot) FROM {s} WHERE scope = {p}"
-        self._update = (f"UPDATE {s} SET holder = {p}, token = {p}, taken_at = {p}, "
-                        f"expires_at = {p} WHERE scope = {p} AND slot = {p} AND {{free}}")
-        self._insert = (f"INSERT INTO {s} (scope, slot, holder, token, taken_at, "
-                        f"expires_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p})")
+        self._update = (f"UPDATE {s} SET holder = {p}, token = {p}, attempt = {p}, "
+                        f"taken_at = {p}, expires_at = {p} WHERE scope = {p} AND slot = {p} "
+                        f"AND {{free}}")
+        self._insert = (f"INSERT INTO {s} (scope, slot, holder, token, attempt, taken_at, "
+                        f"expires_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p})")
         self._owner = f"SELECT holder, token FROM {s} WHERE scope = {p} AND slot = {p}"
         self._undo = (f"UPDATE {s} SET holder = NULL, token = NULL, taken_at = 0, "
                       f"expires_at = 0 WHERE scope = {p} AND slot = {p} AND holder = {p} "
@@ -77,28 +87,30 @@ class Slots:
             return self._lease_over, (now_ms, now_ms)
         return self._window_passed, (now_ms - gate.period_ms,)
 
-    def take_all(self, gates: Sequence[Gate], holder: str, token: str, now_ms: int,
-                 expires_ms: int) -> Tuple[Optional[List[Taken]], Optional[Gate]]:
-        """Take one slot of every gate, in order, for job ``holder`` under ``token``:
+    def take_all(self, gates: Sequence[Gate], holder: str, token: str, attempt: int,
+                 now_ms: int, expires_ms: int
+                 ) -> Tuple[Optional[List[Taken]], Optional[Gate]]:
+        """Take one slot of every gate, in order, for job ``holder`` under ``token``,
+        whose claim will make it attempt ``attempt``:
         (the slots taken, None), or (None, the gate that had none free) after handing
         back the ones taken before it."""
         taken: List[Taken] = []
         for gate in gates:
-            slot = self.take(gate, holder, token, now_ms, expires_ms)
+            slot = self.take(gate, holder, token, attempt, now_ms, expires_ms)
             if slot is None:
                 self.undo(taken, holder, token)
                 return None, gate
             taken.append((gate, slot))
         return taken, None
 
-    def take(self, gate: Gate, holder: str, token: str, now_ms: int,
+    def take(self, gate: Gate, holder: str, token: str, attempt: int, now_ms: int,
              expires_ms: int) -> Optional[int]:
         """The number of a slot of ``gate`` taken for ``holder``, or None if all are
         busy. Each try is one conditional UPDATE (or the INSERT of a slot never used),
         so two claimers never hold one slot; a lost reply reads the slot back (its
         holder and token say whether the lost write landed)."""
         free, free_params = self._free(gate, now_ms)
-        values = (holder, token, now_ms, expires_ms)
+        values = (holder, token, attempt, now_ms, expires_ms)
         for (slot,) in self.db.execute_sql(self._read.format(free=free),
                                            (*free_params, gate.scope, gate.count)).fetchall():
             if self._try(gate, int(slot), True, values, free, free_params):

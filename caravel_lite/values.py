@@ -123,6 +123,9 @@ class ClaimBatch:
 
     leases: Tuple[QueueLease, ...]
     contended: bool
+    # Due jobs were held back by a concurrency or rate limit (caravel_lite.limits): a
+    # caller may claim again once one of its own limited jobs ends.
+    held_back: bool = False
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ def up(migrator, db):
         slot = IntegerField()
         holder = CharField(max_length=36, null=True)
         token = CharField(max_length=32, null=True)
+        attempt = IntegerField(default=0)
         taken_at = BigIntegerField()
         expires_at = BigIntegerField()
 

@@ -44,3 +44,28 @@ def test_a_worker_starts_at_most_n_jobs_per_period(db):
         assert starts[i + RATE] - starts[i] > 0.7, starts
     # ... and the last burst no earlier than two periods after the first.
     assert starts[-1] - starts[0] >= 1.5
+
+
+def test_a_job_held_back_by_its_key_starts_when_the_workers_own_job_ends(db):
+    """The worker claims again as soon as one of its jobs ends while others wait behind
+    a limit, not at its next poll (PostgreSQL's change signal does not fire on a
+    completion, MariaDB's poll is slow when idle): 20 jobs of one key, two at a time,
+    under a 5 s poll interval."""
+    done = []
+    reg = JobRegistry()
+    reg.register("flow.task.v1", Task, lambda job, ctx: done.append(job.n),
+                 concurrency_limit=2)
+    queue = make_queue(db, reg)
+    queue.enqueue_many([(Task(i), to("t", key="k")) for i in range(20)])
+    stop = threading.Event()
+    thread = threading.Thread(target=QueueWorker(queue, poll_interval=5.0).run,
+                              args=(QUEUE, stop))
+    started = time.monotonic()
+    thread.start()
+    try:
+        wait_for(lambda: len(done) == 20, timeout=60, interval=0.05,
+                 message="every job to run")
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert time.monotonic() - started < 5.0
