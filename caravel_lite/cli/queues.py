@@ -23,9 +23,12 @@ def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") 
 def run(args: argparse.Namespace) -> int:
     with operating.AdminSession(args) as admin:
         stats = admin.stats(queue=args.queue, since=args.since)
+        keys = admin.limited_keys(queue=args.queue)
     if args.json:
         for q in stats.queues:
             operating.print_json(q)
+        for key in keys:  # after the queues: a limited key's waiting jobs
+            operating.print_json(key)
         return common.OK
     operating.table(
         ("QUEUE", "READY", "DELAYED", "LEASED", "EXPIRED", "DEAD", "COMPLETED",
@@ -33,4 +36,5 @@ def run(args: argparse.Namespace) -> int:
         [(q.queue_name, q.ready, q.delayed, q.leased, q.expired, q.dead_letter, q.completed,
           operating.age(q.oldest_ready_age)) for q in stats.queues],
         right=range(1, 8))
+    operating.limited_keys_table(keys)
     return common.OK
