@@ -30,7 +30,7 @@ import itertools
 import secrets
 import threading
 import uuid
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import peewee
 
@@ -99,6 +99,7 @@ class GroupClaimer:
         wrapped = False  # passed the last group and began again from the first
         took = False  # chose a job since then
         visits: Dict[str, int] = {}  # group -> visits in this claim
+        seen: Set[str] = set()  # the jobs this claim looked at
         while len(chosen) < limit and sum(visits.values()) < limit + EXTRA_VISITS \
                 and not stopped:
             row = (self._one(self.next_group, (queue_name, cursor)) if cursor is not None
@@ -109,12 +110,16 @@ class GroupClaimer:
                 cursor, wrapped, took = None, True, False
                 continue
             cursor = row[0]
-            # The k-th visit in one claim takes the group's k-th best due job (the
-            # earlier ones are chosen already, or over a limit).
+            # The k-th visit in one claim reads the group's k best due jobs and takes
+            # the best one this claim has not looked at yet (each earlier visit looked
+            # at one: chose it, or found it over a limit). By id, not by position: a
+            # job may have moved ahead since (a retry fallen due, a job handed back).
             k = visits[cursor] = visits.get(cursor, 0) + 1
             heads = self.db.execute_sql(self.head, (queue_name, cursor, now_ms, k)).fetchall()
-            if len(heads) == k:
-                picked, stopped = self._gate(queue_name, heads[-1], token, now_ms, expires_ms)
+            head = next((row for row in heads if row[0] not in seen), None)
+            if head is not None:
+                seen.add(head[0])
+                picked, stopped = self._gate(queue_name, head, token, now_ms, expires_ms)
                 if picked is not None:
                     chosen.append(picked)
                     took = True

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime, timezone
+
+from freezegun import freeze_time
 
 from caravel_lite import Priority
 from tests.flow.jobs import QUEUE, Task, make_queue, to
@@ -54,3 +57,28 @@ def test_claim_many_takes_one_job_per_tenant_per_turn(db):
     queue.enqueue(Task(2), to("tenant-c"))
     tenants = sorted(lease.context.tenant_id for lease in queue.claim_many(QUEUE, 4))
     assert tenants == ["tenant-a", "tenant-a", "tenant-b", "tenant-c"]
+
+
+def test_a_job_moving_ahead_between_two_visits_is_not_leased_twice(db, monkeypatch):
+    """The second visit of a group in one claim reads the group again; a job that moved
+    ahead meanwhile (here: an urgent one enqueued between the visits, as a retry falling
+    due would) must not shift the first visit's job into the second's place (the chaos
+    run found one lease handed to a worker twice)."""
+    from caravel_lite.fairness import GroupClaimer
+
+    queue = make_queue(db, fair_tenants=True)
+    for i in range(3):
+        queue.enqueue(Task(i), to("tenant-a"))
+    gate = GroupClaimer._gate
+    calls = []
+
+    def gate_and_enqueue(self, *args, **kwargs):
+        if not calls:
+            queue.enqueue(Task(99), to("tenant-a", priority=Priority.CRITICAL))
+        calls.append(1)
+        return gate(self, *args, **kwargs)
+
+    monkeypatch.setattr(GroupClaimer, "_gate", gate_and_enqueue)
+    with freeze_time(datetime.now(timezone.utc), tick=False):  # the new job is due
+        leases = queue.claim_many(QUEUE, 2)
+    assert len({lease.job_id for lease in leases}) == len(leases) == 2
