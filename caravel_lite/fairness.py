@@ -1,16 +1,16 @@
 """The claim of a gated queue (:mod:`caravel_lite.limits`): group by group, in rotation,
 each job through its limits' slots (:mod:`caravel_lite.slots`).
 
-A gated queue's jobs carry a group: the tenant in a fair queue, else the concurrency
-key, else the shared empty group. A claim visits the groups that have pending jobs in
+A gated queue's jobs carry a group: the tenant in a fair queue; else the concurrency
+key, or a rate-limited type's name, or the shared empty group. A claim visits the groups that have pending jobs in
 the order of their names, starting after the group the previous claim of this queue
 object served and wrapping around: so with tenant A holding 100,000 ready jobs and
 tenant B one, B's job is the next but one claimed. In each group it takes the best
 due job (priority, due time, enqueue time, id: priorities order a tenant's own jobs,
 never one tenant's job ahead of another tenant's turn), once that job has a slot of
-each of its limits; a group whose best job is over a limit waits for its next turn
-(its jobs start in their claim order), and a queue out of starts (its rate limit)
-ends the claim.
+each of its limits; a group whose best job is over a limit gives its turn to its next
+job, if any, and the waiting jobs of a key start in their claim order as its slots
+free; a queue out of starts (its rate limit) ends the claim.
 
 Cost, bounded whatever the number of groups: each group visited is two index seeks
 (``caravel_jobs_flow_group``: the next group name, the group's best due job), and a
