@@ -65,10 +65,15 @@ def work(url: str, concurrency: int, stop_file: str) -> None:
     QueueWorker(queue, concurrency=concurrency, poll_interval=0.2).run(QUEUE, stop)
 
 
+# The killed holders' lease: long enough that both are killed before it runs out on a
+# loaded machine (spawning a process can take a second or two there).
+HOLD_LEASE = timedelta(seconds=5)
+
+
 def hold_one(url: str, ready_file: str) -> None:
     """Claim one job of the key and hold it without renewing (killed by the test)."""
     db = open_database(url)
-    queue = make_queue(db, flow_registry(), lease_duration=LEASE)
+    queue = make_queue(db, flow_registry(), lease_duration=HOLD_LEASE)
     lease = queue.claim(QUEUE)
     with open(ready_file, "w") as out:
         out.write(str(lease.job_id) if lease else "")

@@ -42,7 +42,7 @@ def test_four_processes_of_four_threads_never_exceed_the_limit(db, db_url, tmp_p
 
 
 def test_a_killed_workers_slot_frees_at_its_lease_expiry(db, db_url, tmp_path):
-    queue = make_queue(db, procs.flow_registry(), lease_duration=procs.LEASE)
+    queue = make_queue(db, procs.flow_registry(), lease_duration=procs.HOLD_LEASE)
     ids = [queue.enqueue(Export(i), to("t", key="one")).job_id for i in range(3)]
     ready = tmp_path / "ready"
     holders = [procs.spawn(procs.hold_one, db_url, str(ready) + str(n)) for n in range(2)]
