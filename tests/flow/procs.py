@@ -12,7 +12,9 @@ from caravel_lite import JobContext, JobRegistry, QueueWorker, open_database
 from tests.flow.jobs import QUEUE, Export, make_queue
 
 LIMIT = 2
-LEASE = timedelta(seconds=2)
+# Long enough that no lease runs out on a loaded machine: a takeover would run a job
+# twice, which is not what this test is about (the killed-holder test is).
+LEASE = timedelta(seconds=15)
 HOLD = 0.05  # seconds a handler stays inside, so that overlapping handlers see each other
 RUNNING = "flow_test_running"  # the handlers' own table: who runs now, per key
 SEEN = "flow_test_seen"  # what each handler saw: how many of its key ran with it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections import Counter
 
 from caravel_lite import JobState
 from tests.flow import procs
@@ -30,8 +31,10 @@ def test_four_processes_of_four_threads_never_exceed_the_limit(db, db_url, tmp_p
             for worker in workers:
                 worker.join(timeout=60)
         assert [worker.exitcode for worker in workers] == [0] * 4
-        seen = db.execute_sql(f"SELECT run_key, running, pid FROM {procs.SEEN}").fetchall()
-        assert len(seen) == JOBS
+        seen = db.execute_sql(f"SELECT run_key, running, pid, job_id FROM {procs.SEEN}"
+                              ).fetchall()
+        runs = Counter(row[3] for row in seen)
+        assert sorted(runs.values()) == [1] * JOBS, [job for job, n in runs.items() if n > 1]
         assert max(row[1] for row in seen) <= procs.LIMIT
         assert max(row[1] for row in seen) == procs.LIMIT  # the limit was reached
         assert all(queue.status(job, queue=QUEUE, tenant_id="t").attempts == 1
