@@ -8,11 +8,13 @@ a row found under its own id is its own new job (never ``already_enqueued``); no
 means nothing was committed, and the same rows are written again under the same ids."""
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import peewee
 
+from caravel_lite import limits
 from caravel_lite.clock import floor_ms
 from caravel_lite.envelope import Envelope, prepare_envelope, stored_match
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict, StatementTooLarge
@@ -75,6 +77,7 @@ class Enqueuing:
     _sql: Statements
     _batch: BatchStatements
     _max_statement_bytes: Optional[int]  # read once, on first use
+    _flow: limits.FlowPolicy
 
     if TYPE_CHECKING:  # DatabaseQueue's
         def _now_us(self) -> int: ...
@@ -108,20 +111,27 @@ class Enqueuing:
         enqueue time, when the caller has just read the clock. A lost reply is
         recovered as :meth:`enqueue`'s: a row found under ``job_id`` is this call's
         new job."""
+        if envelope.flow_group is None and self._flow.gated():
+            # Relayed from the outbox, which keeps no group: the queue's own.
+            envelope = envelope._replace(flow_group=self._flow.group(envelope.tenant_id, None))
         return self._write_envelope(envelope, job_id,
                                     self._now_us() if now_us is None else now_us)
 
     def _write_envelope(self, envelope: Envelope, job_id: uuid.UUID,
                         now_us: int) -> EnqueueResult:
-        params = _row(job_id, envelope, floor_ms(now_us))
+        params: Tuple[Any, ...] = _row(job_id, envelope, floor_ms(now_us))
+        sql = self._sql.insert
+        if envelope.flow_group is not None:  # a gated queue's job (caravel_lite.limits)
+            sql = limits.insert_sql(JOBS_TABLE, JOB_COLUMNS, self.db.param, 1)
+            params += (envelope.flow_group, envelope.concurrency_key)
         if len(envelope.payload) > MEASURE_PAYLOAD_FROM:
             limit = self._statement_limit()
             if limit is not None:  # raises StatementTooLarge, before anything is sent
-                self.dialect.check_rows([params], limit, len(self._sql.insert))
+                self.dialect.check_rows([params], limit, len(sql))
         recovered = False
 
         def insert() -> None:
-            self._execute(self._sql.insert, params)
+            self._execute(sql, params)
 
         def recover() -> None:
             nonlocal recovered
@@ -282,12 +292,21 @@ class Enqueuing:
             new = [index for index, envelope in enumerate(envelopes)
                    if envelope.dedup_key is None
                    or (first[envelope.dedup_key] == index and envelope.dedup_key not in stored)]
-            new_rows = [_row(ids[index], envelopes[index], now_ms) for index in new]
+            new_rows: List[Tuple[Any, ...]] = [_row(ids[index], envelopes[index], now_ms)
+                                               for index in new]
             written["stored"] = stored
             written["new_ids"] = [str(ids[index]) for index in new][:INSERT_CHUNK]
-            self.dialect.insert_rows(self.db, JOBS_TABLE, JOB_COLUMNS, new_rows,
-                                     self._batch.insert_many, INSERT_CHUNK,
-                                     self._statement_limit())
+            columns: Tuple[str, ...] = JOB_COLUMNS
+            insert_many = self._batch.insert_many
+            if any(envelopes[index].flow_group is not None for index in new):
+                # A gated queue's jobs (caravel_lite.limits) carry their group and key.
+                columns = JOB_COLUMNS + limits.FLOW_INSERT_COLUMNS
+                new_rows = [row + (envelopes[index].flow_group, envelopes[index].concurrency_key)
+                            for row, index in zip(new_rows, new)]
+                insert_many = functools.partial(limits.insert_sql, JOBS_TABLE,
+                                                JOB_COLUMNS, self.db.param)
+            self.dialect.insert_rows(self.db, JOBS_TABLE, columns, new_rows,
+                                     insert_many, INSERT_CHUNK, self._statement_limit())
         return stored
 
     def _statement_limit(self) -> Optional[int]:

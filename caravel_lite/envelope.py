@@ -10,6 +10,7 @@ from caravel_lite import codec, validation
 from caravel_lite.clock import ceil_ms, floor_ms, to_micros
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
 from caravel_lite.job_options import NO_OPTIONS, stored_options
+from caravel_lite.limits import flow_columns
 from caravel_lite.options import QueueOptions
 from caravel_lite.registry import JobRegistry
 from caravel_lite.values import Dispatch, Priority
@@ -46,6 +47,9 @@ class Envelope(NamedTuple):
     # The job's stored options (caravel_lite.job_options): None unless its type or its
     # Dispatch set a backoff, a timeout or keep_result.
     options: Optional[str] = None
+    # Flow control (caravel_lite.limits): None unless the queue is gated.
+    flow_group: Optional[str] = None
+    concurrency_key: Optional[str] = None
 
 
 def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
@@ -88,12 +92,13 @@ def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
     if queue is None:
         raise InvalidField("queue", f"required: neither the Dispatch nor the job type "
                            f"{definition.wire_name!r} names a queue")
+    group, key = flow_columns(registry, options, definition, dispatch)
     return Envelope(definition.wire_name, payload, queue, dispatch.tenant_id,
                     dispatch.idempotency_key,
                     dedup_digest(queue, dispatch.tenant_id, dispatch.idempotency_key),
                     priority if priority is not None else Priority.NORMAL, due,
                     max_attempts if max_attempts is not None else options.max_attempts,
-                    stored)
+                    stored, group, key)
 
 
 def _prove_round_trip(job_type: type, job: Any, payload: str) -> None:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple, Union
 
+from caravel_lite import limits
 from caravel_lite.errors import InvalidField
 from caravel_lite.validation import check_int
 
@@ -49,6 +50,9 @@ class QueueOptions:
       secrets or personal data (see ``redact``).
     - ``redact``: None, or a callable given the message that returns the text to store
       (or None to store none); used only with ``record_errors``.
+    - ``fair_tenants``, ``concurrency_limit`` (1 .. 1000), ``rate_limit`` ((N, period),
+      N 1 .. 1000, period 1 ms .. 1 day): flow control, see :mod:`caravel_lite.limits`.
+      Set them alike wherever the queue is opened (enqueue and workers).
     """
 
     max_attempts: int = 3
@@ -62,8 +66,12 @@ class QueueOptions:
     max_result_bytes: int = 64 * 1024
     record_errors: bool = False
     redact: Optional[Callable[[str], Optional[str]]] = None
+    fair_tenants: bool = False
+    concurrency_limit: Optional[int] = None
+    rate_limit: Union[None, Tuple[int, timedelta], "limits.RateLimit"] = None
 
     def __post_init__(self) -> None:
+        limits.check_options(self)
         check_int("max_attempts", self.max_attempts, 1, 100)
         check_int("max_payload_bytes", self.max_payload_bytes, 1, MIB)
         check_int("max_result_bytes", self.max_result_bytes, 1, MIB)

@@ -19,7 +19,7 @@ import peewee
 from caravel_lite.aio import AsyncOutboxCalls
 from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros, system_clock
 from caravel_lite.dialect import dialect_of, retrying
-from caravel_lite.errors import OutsideTransaction
+from caravel_lite.errors import InvalidField, OutsideTransaction
 from caravel_lite.ids import new_id
 from caravel_lite import validation
 from caravel_lite.options import QueueOptions, resolve_options
@@ -240,6 +240,10 @@ class QueueOutbox(AsyncOutboxCalls):
                 "database (for example `with app_db.atomic():`)")
         now_us = now_micros(self.clock)
         envelope = prepare_envelope(self.registry, self.options, job, dispatch, now_us)
+        if envelope.concurrency_key is not None:
+            # The outbox table keeps no key: refused rather than dropped on the way.
+            raise InvalidField("concurrency_key", "the outbox does not carry a concurrency "
+                               "key: enqueue the job with queue.enqueue instead")
         outbox_id = new_id()
         params = (str(outbox_id), envelope.queue, envelope.tenant_id,
                   envelope.idempotency_key, envelope.dedup_key, envelope.wire_name,

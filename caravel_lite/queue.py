@@ -28,6 +28,8 @@ from caravel_lite.aio import AsyncQueueCalls
 from caravel_lite.cancel import Cancelling
 from caravel_lite.claim import CANDIDATES, Claimer
 from caravel_lite.enqueue import Enqueuing
+from caravel_lite.fairness import GroupClaimer
+from caravel_lite.limits import FlowPolicy
 from caravel_lite.clock import (Clock, ceil_ms, duration_micros, floor_ms, from_ms, now_micros,
                                 system_clock)
 from caravel_lite.dialect import dialect_of
@@ -104,6 +106,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancell
         self._sql = Statements.build(db, CANDIDATES)
         self._batch = BatchStatements(db, self.dialect.claim_lock)
         self._claimer = Claimer(db, self.dialect, self._sql, self._batch, self.telemetry)
+        self._flow = FlowPolicy(self.registry, self.options)
+        self._groups = GroupClaimer(db, self._claimer, self._flow)
         self._failures = failures.FailureLog(db)
         self._lease_us = duration_micros(self.options.lease_duration)
         self._lifetime_us = duration_micros(self.options.max_lease_lifetime)
@@ -184,8 +188,10 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancell
                      token: Optional[str] = None) -> ClaimBatch:
         validation.check_int("limit", limit, 1, MAX_BATCH)
         now_us = self._now_us()
-        batch = self._claimer.claim(queue_name, limit, now_us, floor_ms(now_us),
-                                    ceil_ms(now_us + self._lease_us), token)
+        # A queue under flow control claims group by group (caravel_lite.fairness).
+        claimer = self._groups if self._flow.gated() else self._claimer
+        batch = claimer.claim(queue_name, limit, now_us, floor_ms(now_us),
+                              ceil_ms(now_us + self._lease_us), token)
         if batch.leases:
             self.telemetry.count("claimed", queue_name, len(batch.leases))
         return batch

@@ -11,9 +11,9 @@ import inspect
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, Dict, List, Optional, Set, Type, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Type, TypeVar
 
-from caravel_lite import codec, validation
+from caravel_lite import codec, limits, validation
 from caravel_lite.errors import InvalidField, UnknownJobType
 from caravel_lite.job_options import NO_OPTIONS, TypeOptions, type_options
 from caravel_lite.values import JobContext, Priority
@@ -34,6 +34,10 @@ class JobDefinition:
     # What the type sets for its jobs (queue, priority, attempts, backoff, timeout,
     # keep_result); a Dispatch overrides it field by field.
     options: TypeOptions = NO_OPTIONS
+    # Flow control (caravel_lite.limits): at most this many leased jobs per
+    # concurrency key, at most rate_limit.count starts per period.
+    concurrency_limit: Optional[int] = None
+    rate_limit: Optional[limits.RateLimit] = None
 
 
 class JobRegistry:
@@ -50,6 +54,8 @@ class JobRegistry:
         # Types registered while their annotations named a class not defined yet.
         self._unchecked: Set[type] = set()
         self._lock = threading.Lock()
+        # Whether a registered type declares a concurrency or rate limit.
+        self.flow_controlled = False
 
     def register(self, wire_name: str, job_type: Type[J],
                  handler: Callable[[J, JobContext], Any], *, queue: Optional[str] = None,
@@ -57,7 +63,9 @@ class JobRegistry:
                  retry_delay: Optional[timedelta] = None,
                  max_retry_delay: Optional[timedelta] = None,
                  timeout: Optional[timedelta] = None,
-                 keep_result: bool = False) -> JobDefinition:
+                 keep_result: bool = False,
+                 concurrency_limit: Optional[int] = None,
+                 rate_limit: Optional[Tuple[int, timedelta]] = None) -> JobDefinition:
         """Register ``handler`` (sync or ``async def``) for ``job_type`` under ``wire_name``.
 
         The keywords are the type's options, each overriding the queue's
@@ -89,8 +97,10 @@ class JobRegistry:
             unresolved = True
         if not callable(handler):
             raise InvalidField("handler", "must be callable")
-        definition = JobDefinition(wire_name, job_type, handler,
-                                   inspect.iscoroutinefunction(handler), options)
+        definition = JobDefinition(
+            wire_name, job_type, handler, inspect.iscoroutinefunction(handler), options,
+            limits.check_concurrency_limit("concurrency_limit", concurrency_limit),
+            limits.check_rate_limit("rate_limit", rate_limit))
         with self._lock:
             if wire_name in self._by_name:
                 raise InvalidField("wire_name", f"{wire_name!r} is already registered")
@@ -101,6 +111,8 @@ class JobRegistry:
             self._by_type[job_type] = definition
             if unresolved:
                 self._unchecked.add(job_type)
+            if definition.concurrency_limit is not None or definition.rate_limit is not None:
+                self.flow_controlled = True
         return definition
 
     def job(self, wire_name: str, job_type: Type[J], *, queue: Optional[str] = None,
@@ -108,6 +120,8 @@ class JobRegistry:
             retry_delay: Optional[timedelta] = None,
             max_retry_delay: Optional[timedelta] = None, timeout: Optional[timedelta] = None,
             keep_result: bool = False,
+            concurrency_limit: Optional[int] = None,
+            rate_limit: Optional[Tuple[int, timedelta]] = None
             ) -> Callable[[Callable[[J, JobContext], R]], Callable[[J, JobContext], R]]:
         """Decorator form of :meth:`register` (the same keywords); returns the handler
         unchanged.
@@ -120,7 +134,8 @@ class JobRegistry:
             self.register(wire_name, job_type, handler, queue=queue, priority=priority,
                           max_attempts=max_attempts, retry_delay=retry_delay,
                           max_retry_delay=max_retry_delay, timeout=timeout,
-                          keep_result=keep_result)
+                          keep_result=keep_result,
+                          concurrency_limit=concurrency_limit, rate_limit=rate_limit)
             return handler
         return decorate
 

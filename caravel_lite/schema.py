@@ -17,6 +17,7 @@ from caravel_lite.values import JobState
 JOBS_TABLE = "caravel_jobs"
 OUTBOX_TABLE = "caravel_outbox"
 FAILURES_TABLE = "caravel_failures"
+SLOTS_TABLE = "caravel_slots"
 HISTORY_TABLE = "caravel_migrations"
 PAUSED_TABLE = "caravel_paused_queues"
 WORKERS_TABLE = "caravel_workers"
@@ -95,6 +96,10 @@ def job_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
         "progress_done": peewee.BigIntegerField(null=True),
         "progress_total": peewee.BigIntegerField(null=True),
         "progress_at": peewee.BigIntegerField(null=True),
+        # Flow control (migration 0010, caravel_lite.limits): NULL unless the job was
+        # enqueued into a gated queue; its group (tenant, key or '') and its key.
+        "flow_group": exact_text(dialect, 192, null=True),
+        "concurrency_key": exact_text(dialect, 128, null=True),
     })
     return columns
 
@@ -145,6 +150,14 @@ QUEUE_LISTING_PARTIAL = IndexSpec(QUEUE_LISTING.name, QUEUE_LISTING.columns,
                                   where=f"state <> '{_PENDING}'")
 TENANT_LISTING_PARTIAL = IndexSpec(TENANT_LISTING.name, TENANT_LISTING.columns,
                                    where=f"state <> '{_PENDING}'")
+# A gated queue's claim (caravel_lite.fairness) finds the next group with pending jobs
+# and that group's best due job, each one seek. Where indexes can be partial only
+# grouped jobs have an entry, so an enqueue into another queue writes none (0010).
+FLOW_COLUMNS = ("queue", "state", "flow_group", "priority", "available_at", "enqueued_at",
+                "id")
+FLOW_INDEX = IndexSpec(_name(JOBS_TABLE, ("flow_group",)), FLOW_COLUMNS)
+FLOW_INDEX_PARTIAL = IndexSpec(FLOW_INDEX.name, FLOW_COLUMNS,
+                               where="flow_group IS NOT NULL")
 PARTIAL_JOB_INDEXES: Tuple[IndexSpec, ...] = (
     CLAIM_INDEX,
     # Idempotency: the unique index settles enqueue races on (queue, tenant, key).
@@ -161,6 +174,7 @@ PARTIAL_JOB_INDEXES: Tuple[IndexSpec, ...] = (
     IndexSpec(PRUNE_INDEX, ("state", "finished_at", "queue"), where="finished_at IS NOT NULL"),
     QUEUE_LISTING_PARTIAL,
     TENANT_LISTING_PARTIAL,
+    FLOW_INDEX_PARTIAL,
 )
 # The same indexes holding every row, where there are no partial indexes (MariaDB,
 # MySQL), as migration 0001 created them and 0004 keeps them there.
@@ -171,6 +185,7 @@ FULL_JOB_INDEXES: Tuple[IndexSpec, ...] = (
     IndexSpec(PRUNE_INDEX, ("state", "finished_at", "queue")),
     QUEUE_LISTING,
     TENANT_LISTING,
+    FLOW_INDEX,
 )
 
 
@@ -314,3 +329,32 @@ def control_models(db: peewee.Database) -> Tuple[RuntimeModel, RuntimeModel]:
     dialect = dialect_of(db)
     return (build_model(db, PAUSED_TABLE, paused_columns(dialect)),
             build_model(db, WORKERS_TABLE, worker_columns(dialect)))
+
+
+def slot_columns() -> Dict[str, peewee.Field]:
+    """The slots of concurrency and rate limits (migration 0010, caravel_lite.slots):
+    one row per (scope, slot), scope a digest of the limit (kind, queue, key or type).
+    ``holder``/``token``: the job and lease that took it; ``taken_at``: when;
+    ``expires_at``: the lease expiry it was taken with."""
+    return {
+        "scope": peewee.CharField(max_length=64),
+        "slot": peewee.IntegerField(),
+        "holder": peewee.CharField(max_length=36, null=True),
+        "token": peewee.CharField(max_length=32, null=True),
+        # The holder's attempt count once its claim is committed.
+        "attempt": peewee.IntegerField(default=0),
+        "taken_at": peewee.BigIntegerField(),
+        "expires_at": peewee.BigIntegerField(),
+    }
+
+
+SLOTS_KEY = ("scope", "slot")
+SLOT_INDEXES: Tuple[IndexSpec, ...] = (
+    # A limit's free slots, oldest taken first (caravel_lite.slots).
+    IndexSpec(_name(SLOTS_TABLE, ("scope", "taken_at")), ("scope", "taken_at")),
+)
+
+
+def slots_model(db: peewee.Database) -> RuntimeModel:
+    """The runtime model of the limits' slots, bound to ``db``. Never creates it."""
+    return build_model(db, SLOTS_TABLE, slot_columns(), SLOT_INDEXES, primary_key=SLOTS_KEY)

@@ -91,6 +91,8 @@ def check_dispatch(dispatch: object) -> Dispatch:
     check_identity("tenant_id", dispatch.tenant_id)
     if dispatch.idempotency_key is not None:
         check_identity("idempotency_key", dispatch.idempotency_key)
+    if dispatch.concurrency_key is not None:
+        check_identity("concurrency_key", dispatch.concurrency_key)
     check_not_before(dispatch.not_before)
     if dispatch.priority is not None:
         check_priority(dispatch.priority)

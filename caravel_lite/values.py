@@ -74,6 +74,9 @@ class Dispatch:
     max_retry_delay: Optional[timedelta] = None
     timeout: Optional[timedelta] = None
     keep_result: Optional[bool] = None
+    # Jobs of one queue sharing this key are leased at most concurrency_limit at once
+    # (the job type's, else QueueOptions'): caravel_lite.limits.
+    concurrency_key: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,9 @@ class ClaimBatch:
 
     leases: Tuple[QueueLease, ...]
     contended: bool
+    # Due jobs were held back by a concurrency or rate limit (caravel_lite.limits): a
+    # caller may claim again once one of its own limited jobs ends.
+    held_back: bool = False
 
 
 @dataclass(frozen=True)

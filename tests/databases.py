@@ -91,7 +91,7 @@ class ServerDatabases:
 
 def clear_tables(db: peewee.Database) -> None:
     for table in ("caravel_jobs", "caravel_outbox", "caravel_failures",
-                  "caravel_paused_queues", "caravel_workers"):
+                  "caravel_paused_queues", "caravel_workers", "caravel_slots"):
         db.execute_sql(f"DELETE FROM {table}")
 
 

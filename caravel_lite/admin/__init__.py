@@ -19,6 +19,7 @@ import peewee
 from caravel_lite import validation
 from caravel_lite.admin import lookup, retention
 from caravel_lite.admin.control import CONTROL_COLUMNS, AdminControl, control_fields
+from caravel_lite.admin.limited import LimitedKey, limited_keys
 from caravel_lite.admin.filters import (Instant, JobFilter, check_cursor, matching_rows,
                                         page_limit, queue_names, read_newest,
                                         recheck)
@@ -31,10 +32,10 @@ from caravel_lite.dialect import dialect_of
 from caravel_lite.retry import retrying
 from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, default_telemetry, logger
-from caravel_lite.schema import FAILURES_TABLE, JOBS_TABLE
+from caravel_lite.schema import FAILURES_TABLE, FLOW_INDEX, JOBS_TABLE
 from caravel_lite.values import Failure, JobState, Priority
 
-__all__ = ["QueueAdmin", "JobSummary", "JobPage", "JobDetail", "FailureRecord",
+__all__ = ["QueueAdmin", "LimitedKey", "JobSummary", "JobPage", "JobDetail", "FailureRecord",
            "QueueSummary", "TenantCounts", "MinuteCount", "QueueStats", "PruneProgress"]
 
 SUMMARY_COLUMNS = ("id, queue, tenant_id, wire_name, state, priority, attempts, max_attempts, "
@@ -216,6 +217,14 @@ class QueueAdmin(AdminControl):
         tenants = self._stats.tenants(queue, now_ms) if by_tenant else ()
         return QueueStats(from_ms(now_ms), from_ms(since_ms), summaries, series, p50, p95,
                           sample, tenants)
+
+    def limited_keys(self, queue: Optional[str] = None) -> Tuple[LimitedKey, ...]:
+        """Concurrency keys (``Dispatch(concurrency_key=...)``) with jobs waiting behind
+        their limit: per queue (or ``queue``) and key, the jobs leased and waiting."""
+        if queue is not None:
+            validation.check_queue(queue)
+        return limited_keys(self.db, dialect_of(self.db).table_via(JOBS_TABLE, FLOW_INDEX.name),
+                            queue)
 
     # -- acting ------------------------------------------------------------------------------
 

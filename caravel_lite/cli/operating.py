@@ -260,3 +260,13 @@ def progress_of(job: Any) -> str:
 
 SUMMARY_HEADERS = ("JOB", "QUEUE", "TENANT", "STATE", "WIRE NAME", "ATTEMPTS",
                    "LAST FAILURE", "CREATED (UTC)")
+
+
+def limited_keys_table(keys: Sequence[Any], out: Optional[TextIO] = None) -> None:
+    """The concurrency keys with jobs waiting behind their limit, after a blank line
+    (nothing when none waits)."""
+    if not keys:
+        return
+    (out or sys.stdout).write("\n")
+    table(("QUEUE", "LIMITED KEY", "LEASED", "WAITING"),
+          [(k.queue_name, k.key, k.leased, k.waiting) for k in keys], out, right=(2, 3))

@@ -25,9 +25,12 @@ def run(args: argparse.Namespace) -> int:
     with operating.AdminSession(args) as admin:
         stats = admin.stats(queue=args.queue, since=args.since)
         paused = admin.paused()
+        keys = admin.limited_keys(queue=args.queue)
     if args.json:
         for q in stats.queues:
             operating.print_json({**operating.plain(q), "paused": q.queue_name in paused})
+        for key in keys:  # after the queues: a limited key's waiting jobs
+            operating.print_json(key)
         return common.OK
     operating.table(
         ("QUEUE", "READY", "DELAYED", "LEASED", "EXPIRED", "DEAD", "COMPLETED",
@@ -36,4 +39,5 @@ def run(args: argparse.Namespace) -> int:
           operating.age(q.oldest_ready_age), "paused" if q.queue_name in paused else "")
          for q in stats.queues],
         right=range(1, 8))
+    operating.limited_keys_table(keys)
     return common.OK

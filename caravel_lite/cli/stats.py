@@ -48,6 +48,7 @@ def _chart(label: str, values: Sequence[int]) -> str:
 def run(args: argparse.Namespace) -> int:
     with operating.AdminSession(args) as admin:
         stats = admin.stats(queue=args.queue, since=args.since, by_tenant=args.tenants)
+        keys = admin.limited_keys(queue=args.queue)
     if args.json:
         operating.print_json(stats)
         return common.OK
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         [(q.queue_name, q.ready, q.delayed, q.leased, q.expired, q.dead_letter, q.completed,
           q.failed, operating.age(q.oldest_ready_age)) for q in stats.queues],
         right=range(1, 8))
+    operating.limited_keys_table(keys)
     per, cols = columns(stats)
     print()
     print(f"since {operating.when(stats.since)} UTC, {per} min per column:")

@@ -60,6 +60,7 @@ def overview(page: "Page", match: "re.Match[str]") -> Response:
         "overview.html", nav="overview", stats=stats, queue_name=queue_name, now=now,
         paused=page.admin.paused(),
         oldest_ready_age=max(ages) if ages else None,
+        limited_keys=page.admin.limited_keys(queue=queue_name),
         hour=hour, day=day, notice=notice(page),
         hour_chart=charts.bar_chart(hour, "Completed and failed per minute, last hour", 10),
         day_chart=charts.bar_chart(day, "Completed and failed per half hour, last day", 8))

@@ -89,6 +89,8 @@ class RunLoop:
                              executor=self.executor, finished=self.inbox.finished)
         self.slot = SlotRun(self.runner, settler, supervisor, self.inbox, stop)
         self.waiting: Deque[QueueLease] = deque()
+        # The last claim round left due jobs behind a limit (ClaimBatch.held_back).
+        self.held_back = False
         self.running: Dict[int, Execution] = {}
         self.slots_taken = 0
         # A claim under way: (queue, token) from before it is sent until its leases
@@ -107,7 +109,10 @@ class RunLoop:
         while True:
             try:
                 wakeup.clear()
+                running = len(self.running)
                 self.take_reports()
+                if self.held_back and len(self.running) < running:
+                    empty = False  # a job of ours ended: the limit it held may let one in
                 if stop.is_set():
                     return
                 if self.control.tick(self.slots_taken):
@@ -177,6 +182,7 @@ class RunLoop:
         """Lease up to ``limit`` jobs across the queues (see ``run`` for the order);
         returns how many, and whether some claim lost every race for due rows."""
         total, contended = 0, False
+        self.held_back = False
         for name in self.plan.order(self.names):
             if total >= limit:
                 break
@@ -191,6 +197,7 @@ class RunLoop:
             self.claiming = None
             total += len(batch.leases)
             contended = contended or batch.contended
+            self.held_back = self.held_back or batch.held_back
         return total, contended
 
     def queued_in_slots(self) -> int:

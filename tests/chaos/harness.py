@@ -111,7 +111,8 @@ def _job(n: int) -> object:
 
 def _dispatch(n: int, keyed: bool) -> Dispatch:
     return Dispatch(queue=jobs.QUEUE, tenant_id=jobs.TENANT,
-                    idempotency_key=f"job-{n}" if keyed else None)
+                    idempotency_key=f"job-{n}" if keyed else None,
+                    concurrency_key=jobs.LIMITED_KEY if jobs.limited(n) else None)
 
 
 class Run:
@@ -135,7 +136,8 @@ class Run:
         self.stalls: List[Tuple[float, float]] = []
         self.db = open_database(url)
         self.options = QueueOptions(lease_duration=timedelta(seconds=settings.lease),
-                                    max_attempts=settings.max_attempts)
+                                    max_attempts=settings.max_attempts,
+                                    concurrency_limit=jobs.KEY_LIMIT)
 
     # -- processes -------------------------------------------------------------------
 

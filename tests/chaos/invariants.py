@@ -62,6 +62,8 @@ DESCRIPTIONS = {
                          "handed back)",
     "enqueue_misreported": "a key-less enqueue is never reported as already enqueued",
     "enqueue_lost": "every enqueue that returned left its job in the table",
+    "limit_exceeded": "no more handlers of the limited key ran at once than its limit "
+                      "(a run past its lease's expiry counted until the tolerance)",
     "worker_exit": "a worker exits only when stopped, with the stop's exit code",
     "worker_hung": "a stopped worker exits within the exit timeout",
     "stop_waited_out": "a clean stop (SIGTERM, SIGINT) ends before the shutdown timeout, "
@@ -290,6 +292,8 @@ def check(evidence: Evidence) -> Dict[str, List[str]]:
             f"job {key[0]} attempt {key[1]}: leased to worker {last.pid}, never started "
             f"there nor handed back (now {state}, attempts {attempts})")
 
+    _check_limit(evidence, found)
+
     per_attempt = Counter((r.job_id, r.attempt) for r in evidence.runs)
     for (job_id, attempt), count in sorted(per_attempt.items()):
         if count > 1:
@@ -306,6 +310,30 @@ def check(evidence: Evidence) -> Dict[str, List[str]]:
         _check_exit(evidence, worker, found)
         _check_stop_time(evidence, worker, found)
     return dict(found)
+
+
+def _check_limit(evidence: Evidence, found: Dict[str, List[str]]) -> None:
+    """At most KEY_LIMIT runs of the limited key at any instant. A slot frees when its
+    lease expires, while the handler may run on until it notices: each run counts
+    until its end less OVERLAP_TOLERANCE (as ran_concurrently allows one job)."""
+    events: List[Tuple[int, int, RunRow]] = []
+    for row in evidence.runs:
+        if not jobs.limited(row.n):
+            continue
+        end = row.ended_us if row.ended_us is not None else evidence.exit_us(row.pid)
+        end -= OVERLAP_TOLERANCE
+        if end > row.started_us:  # shorter runs are within the tolerance throughout
+            events += [(row.started_us, 1, row), (end, -1, row)]
+    running: List[RunRow] = []
+    for _, step, row in sorted(events, key=lambda e: (e[0], e[1])):
+        if step < 0:
+            running.remove(row)
+            continue
+        running.append(row)
+        if len(running) > jobs.KEY_LIMIT:
+            found["limit_exceeded"].append(
+                "jobs " + ", ".join(f"{r.job_id} (attempt {r.attempt}, worker {r.pid})"
+                                    for r in running) + " ran at once")
 
 
 def _check_stop_time(evidence: Evidence, worker: "WorkerProcess",

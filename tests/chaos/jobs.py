@@ -32,6 +32,15 @@ from tests.chaos.plan import Behaviour
 
 QUEUE = "chaos"
 TENANT = "tenant-c"
+# Every LIMITED_EVERY-th job carries the concurrency key LIMITED_KEY, at most
+# KEY_LIMIT of them leased at once (QueueOptions(concurrency_limit=...), issue 27).
+LIMITED_KEY = "chaos-key"
+KEY_LIMIT = 2
+LIMITED_EVERY = 5
+
+
+def limited(n: int) -> bool:
+    return n % LIMITED_EVERY == 0
 RUNS = "chaos_runs"
 # How often a working handler looks at ctx.cancelled: part of the overlap tolerance.
 POLL = 0.02

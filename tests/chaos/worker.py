@@ -114,7 +114,8 @@ def main(argv: List[str]) -> int:
                            max_lease_lifetime=timedelta(seconds=args.lifetime),
                            max_attempts=args.max_attempts,
                            retry_delay=timedelta(milliseconds=50),
-                           max_retry_delay=timedelta(milliseconds=500))
+                           max_retry_delay=timedelta(milliseconds=500),
+                           concurrency_limit=jobs.KEY_LIMIT)
     queue = LoggedQueue(open_database(args.url), jobs.registry, options)
     worker = QueueWorker(queue, concurrency=args.concurrency, scope=StartScope,
                          shutdown_timeout=args.shutdown_timeout, poll_interval=0.2)

@@ -18,15 +18,16 @@ from caravel_lite import (EnqueueResult, QueueIdempotencyConflict, SchemaNotRead
 from caravel_lite.dialect import dialect_of, open_database
 from caravel_lite.migrator import pending_migrations, runner
 from caravel_lite.schema import (FAILURES_TABLE, HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE,
-                                 PAUSED_TABLE, WORKERS_TABLE, bind_models, control_models,
-                                 failures_model)
+                                 PAUSED_TABLE, SLOTS_TABLE, WORKERS_TABLE, bind_models,
+                                 control_models, failures_model, slots_model)
 from tests.contract.jobs import QUEUE, TENANT, Ping, dispatch, make_queue
 from tests.migrations.before_0008 import code_before_0008
 from tests.support import wait_for
 
 ALL = ["0001_create_jobs", "0002_create_outbox", "0003_notify_trigger",
        "0004_partial_indexes", "0005_cluster_jobs_by_id", "0006_failure_history",
-       "0007_listings_without_pending", "0008_job_options_and_results", "0009_control"]
+       "0007_listings_without_pending", "0008_job_options_and_results", "0009_control",
+       "0010_flow_control"]
 
 # Backends whose jobs indexes are partial once 0004 has run (the others keep 0001's).
 PARTIAL_BACKENDS = ("sqlite", "postgres")
@@ -76,6 +77,17 @@ def _as_of_0007(indexes, partial):
         LISTINGS_0007 if partial else None)
 
 
+# What 0010 adds: the gated claim's index, partial where indexes can be.
+def _flow_index(partial):
+    return ("caravel_jobs_flow_group", ("queue", "state", "flow_group", "priority",
+                                        "available_at", "enqueued_at", "id"), False,
+            "flow_group is not null" if partial else None)
+
+
+def _as_of_0010(indexes, partial):
+    return _as_of_0007(indexes, partial) | {_flow_index(partial)}
+
+
 OUTBOX_INDEXES = {
     ("caravel_outbox_dispatched_at_set_aside_at_staged_at_id",
      ("dispatched_at", "set_aside_at", "staged_at", "id"), False, None),
@@ -90,8 +102,9 @@ def expected_indexes(backend):
     """{table: indexes} of a fully migrated database of this backend."""
     partial = backend in PARTIAL_BACKENDS
     jobs = PARTIAL_JOB_INDEXES if partial else FULL_JOB_INDEXES
-    return {JOBS_TABLE: _as_of_0007(jobs, partial), OUTBOX_TABLE: OUTBOX_INDEXES,
-            FAILURES_TABLE: FAILURE_INDEXES, PAUSED_TABLE: set(), WORKERS_TABLE: set()}
+    return {JOBS_TABLE: _as_of_0010(jobs, partial), OUTBOX_TABLE: OUTBOX_INDEXES,
+            FAILURES_TABLE: FAILURE_INDEXES, PAUSED_TABLE: set(), WORKERS_TABLE: set(),
+            SLOTS_TABLE: {("caravel_slots_scope_taken_at", ("scope", "taken_at"), False, None)}}
 
 
 INTEGER_64 = {"sqlite": "integer", "postgres": "bigint", "mysql": "bigint"}
@@ -138,15 +151,17 @@ def _model_indexes(model):
 def test_fresh_database_gets_exactly_the_runtime_schema(fresh, backend):
     assert migrate(fresh) == ALL
     assert sorted(fresh.get_tables()) == sorted([HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE,
-                                                 FAILURES_TABLE, PAUSED_TABLE, WORKERS_TABLE])
-    for model in (*bind_models(fresh), failures_model(fresh), *control_models(fresh)):
+                                                 FAILURES_TABLE, PAUSED_TABLE, WORKERS_TABLE,
+                                                 SLOTS_TABLE])
+    for model in (*bind_models(fresh), failures_model(fresh), *control_models(fresh),
+                  slots_model(fresh)):
         table = model._meta.table_name
         columns = {c.name: c for c in fresh.get_columns(table)}
         assert set(columns) == set(model._meta.columns), table
         for name, field in model._meta.columns.items():
             assert columns[name].null == field.null, (table, name)
         keys = {FAILURES_TABLE: ["job_id", "seq"], PAUSED_TABLE: ["queue"],
-                WORKERS_TABLE: ["worker_id"]}.get(table, ["id"])
+                WORKERS_TABLE: ["worker_id"], SLOTS_TABLE: ["scope", "slot"]}.get(table, ["id"])
         assert [c for c in fresh.get_primary_keys(table)] == keys
         assert _indexes(fresh, table) == expected_indexes(backend)[table]
         assert _model_indexes(model) == expected_indexes(backend)[table]
@@ -242,14 +257,18 @@ def test_partial_indexes_hold_only_the_rows_they_serve(fresh, backend):
     leases = [queue.claim(QUEUE) for _ in range(3)]
     assert all(leases)
     assert queue.complete(leases[0])
+    fair = make_queue(fresh, fair_tenants=True)
+    fair.enqueue_many([(Ping(n), dispatch(queue="fair")) for n in range(2)])
     expected = {
-        "caravel_jobs_queue_state_priority_available_at_enqueued_at_id": 203,
+        "caravel_jobs_queue_state_priority_available_at_enqueued_at_id": 205,
         "caravel_jobs_dedup_key": 3,
         "caravel_jobs_queue_state_lease_expires_at": 2,
         "caravel_jobs_state_finished_at": 1,
         # Migration 0007: the listings leave the 200 pending jobs out.
         "caravel_jobs_queue_state_id": 3,
         "caravel_jobs_tenant_id_state_id": 3,
+        # Migration 0010: only the two jobs of a gated queue have a group.
+        "caravel_jobs_flow_group": 2,
     }
     # PostgreSQL's REINDEX also indexes row versions that an open snapshot somewhere on
     # the server may still see (the claims' and completion's old versions), so on a busy
@@ -473,14 +492,17 @@ def test_0007_listings_leave_pending_jobs_out_and_can_be_reverted(fresh, backend
     before = listings()
     assert len(before[0]) == 19 and before[0] == before[1]
     assert before[0] == sorted(before[0], key=str, reverse=True)
-    assert migrate(fresh) == ALL[6:]
-    assert _indexes(fresh, JOBS_TABLE) == expected_indexes(backend)[JOBS_TABLE]
+    assert migrate(fresh, target="0007_listings_without_pending") == [
+        "0007_listings_without_pending"]
+    assert _indexes(fresh, JOBS_TABLE) == _as_of_0007(
+        PARTIAL_JOB_INDEXES if backend in PARTIAL_BACKENDS else FULL_JOB_INDEXES,
+        backend in PARTIAL_BACKENDS)
     assert listings() == before
     if backend in PARTIAL_BACKENDS:
         entries = _index_entries(fresh, backend)
         assert entries["caravel_jobs_queue_state_id"] == 1  # the completed job
         assert entries["caravel_jobs_tenant_id_state_id"] == 1
-    assert runner(fresh).down("0007_listings_without_pending") == ALL[6:][::-1]
+    assert runner(fresh).down("0007_listings_without_pending") == ["0007_listings_without_pending"]
     assert _indexes(fresh, JOBS_TABLE) == _as_of_0006(
         PARTIAL_JOB_INDEXES if backend in PARTIAL_BACKENDS else FULL_JOB_INDEXES)
     assert listings() == before
