@@ -20,7 +20,7 @@ from caravel_lite.ids import new_id
 from caravel_lite.observability import logger
 from caravel_lite.retry import budgeted, call_budget, recovering
 from caravel_lite.schema import JOBS_TABLE
-from caravel_lite.statements import INSERT_COLUMNS
+from caravel_lite.statements import INSERT_COLUMNS, TRACED_COLUMNS
 from caravel_lite.values import Dispatch, EnqueueResult
 
 if TYPE_CHECKING:
@@ -42,10 +42,11 @@ _UNREAD = object()
 
 
 def _row(job_id: uuid.UUID, e: Envelope, now_ms: int) -> Tuple[Any, ...]:
-    """A new job's values in INSERT_COLUMNS order."""
-    return (str(job_id), e.queue, e.tenant_id, e.idempotency_key, e.dedup_key, e.wire_name,
-            e.payload, int(e.priority), e.available_at_ms, e.max_attempts, "pending",
-            now_ms, 0, 0, 0, now_ms)
+    """A new job's values in INSERT_COLUMNS order (TRACED_COLUMNS with a trace context)."""
+    row = (str(job_id), e.queue, e.tenant_id, e.idempotency_key, e.dedup_key, e.wire_name,
+           e.payload, int(e.priority), e.available_at_ms, e.max_attempts, "pending",
+           now_ms, 0, 0, 0, now_ms)
+    return row if e.trace_context is None else row + (e.trace_context,)
 
 
 def _same_job(a: Envelope, b: Envelope) -> bool:
@@ -114,14 +115,15 @@ class Enqueuing:
     def _write_envelope(self, envelope: Envelope, job_id: uuid.UUID,
                         now_us: int) -> EnqueueResult:
         params = _row(job_id, envelope, floor_ms(now_us))
+        sql = self._sql.insert if envelope.trace_context is None else self._sql.insert_traced
         if len(envelope.payload) > MEASURE_PAYLOAD_FROM:
             limit = self._statement_limit()
             if limit is not None:  # raises StatementTooLarge, before anything is sent
-                self.dialect.check_rows([params], limit, len(self._sql.insert))
+                self.dialect.check_rows([params], limit, len(sql))
         recovered = False
 
         def insert() -> None:
-            self._execute(self._sql.insert, params)
+            self._execute(sql, params)
 
         def recover() -> None:
             nonlocal recovered
@@ -285,8 +287,12 @@ class Enqueuing:
             new_rows = [_row(ids[index], envelopes[index], now_ms) for index in new]
             written["stored"] = stored
             written["new_ids"] = [str(ids[index]) for index in new][:INSERT_CHUNK]
-            self.dialect.insert_rows(self.db, JOBS_TABLE, INSERT_COLUMNS, new_rows,
-                                     self._batch.insert_many, INSERT_CHUNK,
+            # One call captured one span for all its items: traced all, or none.
+            traced = envelopes[0].trace_context is not None
+            self.dialect.insert_rows(self.db, JOBS_TABLE,
+                                     TRACED_COLUMNS if traced else INSERT_COLUMNS, new_rows,
+                                     self._batch.insert_many_traced if traced
+                                     else self._batch.insert_many, INSERT_CHUNK,
                                      self._statement_limit())
         return stored
 

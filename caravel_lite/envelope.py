@@ -6,7 +6,7 @@ import hashlib
 import uuid
 from typing import Any, NamedTuple, Optional, Tuple
 
-from caravel_lite import codec, validation
+from caravel_lite import codec, tracing, validation
 from caravel_lite.clock import ceil_ms, floor_ms, to_micros
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
 from caravel_lite.options import QueueOptions
@@ -42,6 +42,8 @@ class Envelope(NamedTuple):
     priority: Priority
     available_at_ms: int
     max_attempts: int
+    # The enqueuing span's W3C context (caravel_lite.tracing), None without one.
+    trace_context: Optional[str] = None
 
 
 def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
@@ -71,7 +73,7 @@ def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
     return Envelope(definition.wire_name, payload, dispatch.queue, dispatch.tenant_id,
                     dispatch.idempotency_key,
                     dedup_digest(dispatch.queue, dispatch.tenant_id, dispatch.idempotency_key),
-                    dispatch.priority, due, options.max_attempts)
+                    dispatch.priority, due, options.max_attempts, tracing.capture())
 
 
 def _prove_round_trip(job_type: type, job: Any, payload: str) -> None:

@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Callable, Optional
 
 from caravel_lite.errors import InvalidField
+from caravel_lite.tracing import CHILD, TRACE_RELATIONS
 from caravel_lite.validation import check_int
 
 MIB = 1024 * 1024
@@ -35,6 +36,9 @@ class QueueOptions:
     - ``retry_delay``: at least 1 ms, default 5 s; doubled per attempt.
     - ``max_retry_delay``: retry_delay .. 1 day, default 5 min.
     - ``max_payload_bytes``: 1 .. 1 MiB of UTF-8, default 64 KiB.
+    - ``trace_relation``: how a worker's span relates to the span that enqueued the
+      job (``caravel_lite.tracing``): ``"child"`` (default: the first run is its
+      child, retries and replays link to it), ``"link"`` or ``"none"``.
     - ``describe_failure``: None (default), or a callable given a handler's exception
       that returns a short text it judges safe to store (or None); kept in the
       failure history, at most 1 KiB of UTF-8. Without it no text is stored, only the
@@ -49,6 +53,7 @@ class QueueOptions:
     retry_delay: timedelta = timedelta(seconds=5)
     max_retry_delay: timedelta = timedelta(minutes=5)
     describe_failure: Optional[Callable[[BaseException], Optional[str]]] = None
+    trace_relation: str = CHILD
 
     def __post_init__(self) -> None:
         check_int("max_attempts", self.max_attempts, 1, 100)
@@ -69,6 +74,9 @@ class QueueOptions:
         if self.describe_failure is not None and not callable(self.describe_failure):
             raise InvalidField("describe_failure", "must be a callable taking the exception "
                                "and returning a str or None")
+        if self.trace_relation not in TRACE_RELATIONS:
+            raise InvalidField("trace_relation", "must be 'child', 'link' or 'none', got "
+                               f"{self.trace_relation!r}")
 
 
 def resolve_options(value: object) -> QueueOptions:

@@ -147,7 +147,9 @@ class OutboxRelay:
         return Envelope(intent.wire_name, intent.payload, intent.queue, intent.tenant_id,
                         intent.idempotency_key,
                         dedup_digest(intent.queue, intent.tenant_id, intent.idempotency_key),
-                        priority, available_at, int(intent.max_attempts)), None
+                        priority, available_at, int(intent.max_attempts),
+                        intent.trace_context if isinstance(intent.trace_context, str)
+                        else None), None
 
     # -- continuous --------------------------------------------------------------------
 

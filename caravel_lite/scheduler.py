@@ -26,6 +26,7 @@ from caravel_lite.values import Dispatch
 
 MIN_POLL = timedelta(milliseconds=100)
 MAX_POLL = timedelta(minutes=1)
+SCHEDULE_SPAN = "caravel.schedule.enqueue"
 
 
 @dataclass(frozen=True)
@@ -172,9 +173,13 @@ class QueueScheduler:
         failed: Optional[Exception] = None
         for slot in schedule.due(now_us, handled):
             try:
-                result = self.queue.enqueue(schedule.decode_job(), Dispatch(
-                    queue=schedule.queue_name, tenant_id=schedule.tenant_id,
-                    idempotency_key=slot.key))
+                # The slot's own span (when tracing is configured): its job is traced
+                # back to the scheduler pass that enqueued it (caravel_lite.tracing).
+                with self.queue.telemetry.span(SCHEDULE_SPAN, {"schedule": schedule.name,
+                                                               "queue": schedule.queue_name}):
+                    result = self.queue.enqueue(schedule.decode_job(), Dispatch(
+                        queue=schedule.queue_name, tenant_id=schedule.tenant_id,
+                        idempotency_key=slot.key))
             except (QueueIdempotencyConflict, InvalidField) as exc:
                 if raise_errors:
                     failed = failed or exc

@@ -71,6 +71,8 @@ def job_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
         "replay_count": peewee.IntegerField(default=0),
         "updated_at": peewee.BigIntegerField(),
         "finished_at": peewee.BigIntegerField(null=True),
+        # The enqueuing span's W3C trace context (migration 0011; caravel_lite.tracing).
+        "trace_context": peewee.TextField(null=True),
     })
     return columns
 
@@ -179,6 +181,7 @@ def outbox_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
         "job_id": peewee.CharField(max_length=36, null=True),
         "set_aside_reason": peewee.CharField(max_length=32, null=True),
         "set_aside_at": peewee.BigIntegerField(null=True),
+        "trace_context": peewee.TextField(null=True),  # migration 0011
     })
     return columns
 

@@ -22,6 +22,9 @@ DEAD = JobState.DEAD_LETTER.value
 INSERT_COLUMNS = ("id", "queue", "tenant_id", "idempotency_key", "dedup_key", "wire_name",
                   "payload", "priority", "available_at", "max_attempts", "state",
                   "enqueued_at", "attempts", "renewals", "replay_count", "updated_at")
+# The same, with the enqueuing span's trace context, for a job enqueued while a span
+# was active (caravel_lite.tracing): the statement without it stays as it was.
+TRACED_COLUMNS = INSERT_COLUMNS + ("trace_context",)
 
 # What a claim reads of a candidate: all of it immutable after insert, except attempts,
 # which the claiming UPDATE re-checks.
@@ -41,6 +44,7 @@ _OWNED = f"id = {{p}} AND state = '{LEASED}' AND lease_token = {{p}} AND lease_e
 @dataclass(frozen=True)
 class Statements:
     insert: str
+    insert_traced: str
     existing_by_dedup: str
     existing_by_id: str
     expired_exists: str
@@ -67,6 +71,8 @@ class Statements:
         cleared = "lease_token = NULL, lease_expires_at = NULL"
         return cls(
             insert=f"INSERT INTO {t} ({', '.join(INSERT_COLUMNS)}) VALUES ({values})",
+            insert_traced=(f"INSERT INTO {t} ({', '.join(TRACED_COLUMNS)}) "
+                           f"VALUES ({values}, {p})"),
             existing_by_dedup=f"SELECT id, wire_name, payload FROM {t} WHERE dedup_key = {p}",
             existing_by_id=f"SELECT id, wire_name, payload FROM {t} WHERE id = {p}",
             expired_exists=f"SELECT 1 FROM {t} WHERE {expired} LIMIT 1",
@@ -173,6 +179,9 @@ class BatchStatements:
     def insert_many(self, n: int) -> str:
         return self._get("insert_many", n)
 
+    def insert_many_traced(self, n: int) -> str:
+        return self._get("insert_many_traced", n)
+
     def existing_by_dedup(self, n: int) -> str:
         return self._get("existing_by_dedup", n)
 
@@ -276,10 +285,13 @@ class BatchStatements:
     def _complete_many_returning(self, n: int) -> str:
         return self._complete_many(n) + " RETURNING id"
 
-    def _insert_many(self, n: int) -> str:
-        row = "(" + ", ".join([self._p] * len(INSERT_COLUMNS)) + ")"
-        return (f"INSERT INTO {JOBS_TABLE} ({', '.join(INSERT_COLUMNS)}) VALUES "
+    def _insert_many(self, n: int, columns: Tuple[str, ...] = INSERT_COLUMNS) -> str:
+        row = "(" + ", ".join([self._p] * len(columns)) + ")"
+        return (f"INSERT INTO {JOBS_TABLE} ({', '.join(columns)}) VALUES "
                 + ", ".join([row] * n))
+
+    def _insert_many_traced(self, n: int) -> str:
+        return self._insert_many(n, TRACED_COLUMNS)
 
     def _existing_by_dedup(self, n: int) -> str:
         return (f"SELECT id, dedup_key, wire_name, payload FROM {JOBS_TABLE} "

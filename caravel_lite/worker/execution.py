@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Dict, Optional
 
-from caravel_lite import codec
+from caravel_lite import codec, tracing
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outcomes import Discard, Snooze
 from caravel_lite.values import Failure, QueueLease
@@ -69,6 +69,9 @@ class Execution:
     def __init__(self, lease: QueueLease, handler: Callable[..., Any], job: Any,
                  is_async: bool) -> None:
         self.lease = lease
+        # What its span relates to (the enqueuing span), set by the worker only while
+        # tracing is configured (caravel_lite.tracing).
+        self.origin: Optional[tracing.Origin] = None
         self.handler = handler
         self.job = job
         self.is_async = is_async  # the registry's, decided once per job type
@@ -149,7 +152,8 @@ class Runner:
         ``SystemExit`` from the handler is raised again after that."""
         control = execution.control
         interrupt: Optional[BaseException] = None
-        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease)) as span:
+        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease),
+                                 execution.origin) as span:
             try:
                 if control.ctx.cancelled.is_set():  # stopped before it started
                     execution.settlement = self._unstarted(control)
@@ -183,7 +187,8 @@ class Runner:
         the handler raises escapes this task (a ``SystemExit`` escaping a task would
         stop the event loop, and every async job after it with it)."""
         control = execution.control
-        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease)) as span:
+        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease),
+                                 execution.origin) as span:
             try:
                 task = asyncio.current_task()
                 assert task is not None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Optional
 
+from caravel_lite import tracing
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.values import QueueLease
 from caravel_lite.worker.acks import Acknowledgements
@@ -51,9 +52,12 @@ class Settler:
             self.settle(lease, old, batch)
             return None
         prepared = prepare(lease, self.queue)
+        origin = (tracing.read_origin(self.queue, lease) if self.telemetry.tracing()
+                  else None)
         if isinstance(prepared, Execution):
+            prepared.origin = origin
             return prepared
-        with self.telemetry.span(SPAN_NAME, span_attributes(lease)) as span:
+        with self.telemetry.span(SPAN_NAME, span_attributes(lease), origin) as span:
             span.set("outcome", prepared.outcome.value)
             span.error()
             self.settle(lease, prepared, batch)

@@ -24,7 +24,7 @@ from tests.support import wait_for
 
 ALL = ["0001_create_jobs", "0002_create_outbox", "0003_notify_trigger",
        "0004_partial_indexes", "0005_cluster_jobs_by_id", "0006_failure_history",
-       "0007_listings_without_pending"]
+       "0007_listings_without_pending", "0011_trace_context"]
 
 # Backends whose jobs indexes are partial once 0004 has run (the others keep 0001's).
 PARTIAL_BACKENDS = ("sqlite", "postgres")
@@ -198,7 +198,8 @@ def test_check_schema_with_a_pending_migration_raises(fresh):
 
 def test_0004_can_be_reverted_and_applied_again(fresh, backend):
     migrate(fresh)
-    assert runner(fresh).down("0004_partial_indexes") == ["0007_listings_without_pending",
+    assert runner(fresh).down("0004_partial_indexes") == ["0011_trace_context",
+                                                          "0007_listings_without_pending",
                                                           "0006_failure_history",
                                                           "0005_cluster_jobs_by_id",
                                                           "0004_partial_indexes"]
@@ -460,7 +461,8 @@ def test_0007_listings_leave_pending_jobs_out_and_can_be_reverted(fresh, backend
     before = listings()
     assert len(before[0]) == 19 and before[0] == before[1]
     assert before[0] == sorted(before[0], key=str, reverse=True)
-    assert migrate(fresh) == ["0007_listings_without_pending"]
+    assert migrate(fresh, target="0007_listings_without_pending") == [
+        "0007_listings_without_pending"]
     assert _indexes(fresh, JOBS_TABLE) == expected_indexes(backend)[JOBS_TABLE]
     assert listings() == before
     if backend in PARTIAL_BACKENDS:
