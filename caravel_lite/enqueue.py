@@ -17,6 +17,7 @@ from caravel_lite.clock import floor_ms
 from caravel_lite.envelope import Envelope, prepare_envelope, stored_match
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict, StatementTooLarge
 from caravel_lite.ids import new_id
+from caravel_lite.logfields import envelope_fields, fields
 from caravel_lite.observability import logger
 from caravel_lite.retry import budgeted, call_budget, recovering
 from caravel_lite.schema import JOBS_TABLE
@@ -153,7 +154,8 @@ class Enqueuing:
             self.telemetry.count("deduplicated", envelope.queue)
             return existing
         self.telemetry.count("accepted", envelope.queue)
-        logger.debug("enqueued job %s on queue %s", job_id, envelope.queue)
+        logger.debug("enqueued job %s on queue %s", job_id, envelope.queue,
+                     extra=envelope_fields(job_id, envelope))
         return EnqueueResult(job_id, False)
 
     @budgeted
@@ -262,7 +264,8 @@ class Enqueuing:
         for result, envelope in zip(results, envelopes):
             self.telemetry.count("deduplicated" if result.already_enqueued else "accepted",
                                  envelope.queue)
-        logger.debug("enqueued a batch of %d job(s)", len(envelopes))
+        logger.debug("enqueued a batch of %d job(s)", len(envelopes),
+                     extra=fields(count=len(envelopes)))
         return results
 
     def _enqueue_batch(self, envelopes: List[Envelope], ids: List[uuid.UUID],

@@ -30,6 +30,7 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 
 import peewee
 
+from caravel_lite.logfields import lease_fields
 from caravel_lite.schema import JOBS_TABLE
 
 logger = logging.getLogger("caravel_lite")
@@ -102,7 +103,7 @@ def read_origin(queue: Any, lease: Any) -> Optional[Origin]:
             f"{queue.db.param}", (lease._id_text(),)).fetchone()
     except peewee.PeeweeException:
         logger.debug("could not read the trace context of job %s", lease.job_id,
-                     extra={"job_id": str(lease.job_id)})
+                     extra=lease_fields(lease))
         return None
     if row is None:
         return None

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Dict, Optional
 
 from caravel_lite import codec, tracing
+from caravel_lite.logfields import lease_fields
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outcomes import Discard, Snooze
 from caravel_lite.values import Failure, QueueLease
@@ -100,18 +101,21 @@ def prepare(lease: QueueLease, queue: Any) -> "Execution | Settlement":
     definition = queue.registry.for_name(lease.wire_name)
     if definition is None:
         logger.warning("job %s on queue %s: wire name %s is not registered here",
-                       lease.job_id, lease.context.queue, lease.wire_name)
+                       lease.job_id, lease.context.queue, lease.wire_name,
+                       extra=lease_fields(lease, category=Failure.UNKNOWN_JOB_TYPE))
         return Settlement(Outcome.FAILED, Failure.UNKNOWN_JOB_TYPE)
     if codec.utf8_size(lease.payload) > queue.options.max_payload_bytes:
         logger.warning("job %s on queue %s: payload over max_payload_bytes",
-                       lease.job_id, lease.context.queue)
+                       lease.job_id, lease.context.queue,
+                       extra=lease_fields(lease, category=Failure.INVALID_PAYLOAD))
         return Settlement(Outcome.FAILED, Failure.INVALID_PAYLOAD)
     try:
         job = codec.decode(definition.job_type, lease.payload)
     except codec.PayloadDecodeError as exc:
         logger.warning("job %s on queue %s: payload does not decode to %s",
                        lease.job_id, lease.context.queue,
-                       definition.job_type.__name__)
+                       definition.job_type.__name__,
+                       extra=lease_fields(lease, category=Failure.INVALID_PAYLOAD))
         return Settlement(Outcome.FAILED, Failure.INVALID_PAYLOAD, exc)
     return Execution(lease, definition.handler, job, definition.is_async)
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Optional
 
 from caravel_lite import tracing
+from caravel_lite.logfields import lease_fields
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.values import QueueLease
 from caravel_lite.worker.acks import Acknowledgements
@@ -73,7 +74,8 @@ class Settler:
         if outcome is Outcome.COMPLETED:
             if self.stopping or lease.context.cancelled.is_set():
                 logger.info("job %s on queue %s returned while the worker was stopping; "
-                            "acknowledging it as completed", lease.job_id, lease.context.queue)
+                            "acknowledging it as completed", lease.job_id, lease.context.queue,
+                            extra=lease_fields(lease))
             if batch:
                 acks.complete_later(lease)
             else:
@@ -87,11 +89,14 @@ class Settler:
             acks.release(lease)
         elif outcome is Outcome.CANCELLED:
             logger.info("job %s on queue %s cancelled by shutdown; left leased until its "
-                        "lease expires", lease.job_id, lease.context.queue)
+                        "lease expires", lease.job_id, lease.context.queue,
+                        extra=lease_fields(lease))
         elif outcome is Outcome.LEASE_LOST:
             acks.lost(lease, settlement.why)
         else:  # INFRASTRUCTURE_ERROR: the renewer could not renew
             assert settlement.error is not None
             logger.warning("job %s on queue %s: renewing its lease failed with %s",
-                           lease.job_id, lease.context.queue, type(settlement.error).__name__)
+                           lease.job_id, lease.context.queue, type(settlement.error).__name__,
+                           extra=lease_fields(lease,
+                                              error_type=type(settlement.error).__name__))
             raise settlement.error
