@@ -34,6 +34,7 @@ COMMANDS: Sequence[str] = (
     "prune",
     "stats",
     "dashboard",
+    "metrics",
 )
 
 PROG = "caravel-lite"
