@@ -42,12 +42,16 @@ MEASURE_PAYLOAD_FROM = 64 * 1024
 _UNREAD = object()
 
 
-def _row(job_id: uuid.UUID, e: Envelope, now_ms: int) -> Tuple[Any, ...]:
-    """A new job's values in INSERT_COLUMNS order (TRACED_COLUMNS with a trace context)."""
+def _row(job_id: uuid.UUID, e: Envelope, now_ms: int,
+         traced: Optional[bool] = None) -> Tuple[Any, ...]:
+    """A new job's values in INSERT_COLUMNS order, or TRACED_COLUMNS when ``traced``
+    (by default: when it has a trace context)."""
     row = (str(job_id), e.queue, e.tenant_id, e.idempotency_key, e.dedup_key, e.wire_name,
            e.payload, int(e.priority), e.available_at_ms, e.max_attempts, "pending",
            now_ms, 0, 0, 0, now_ms)
-    return row if e.trace_context is None else row + (e.trace_context,)
+    if traced is None:
+        traced = e.trace_context is not None
+    return row + (e.trace_context,) if traced else row
 
 
 def _same_job(a: Envelope, b: Envelope) -> bool:
@@ -287,11 +291,12 @@ class Enqueuing:
             new = [index for index, envelope in enumerate(envelopes)
                    if envelope.dedup_key is None
                    or (first[envelope.dedup_key] == index and envelope.dedup_key not in stored)]
-            new_rows = [_row(ids[index], envelopes[index], now_ms) for index in new]
+            # One call is one span's: its rows all have the column, or none has (the
+            # rows of one statement have one shape).
+            traced = envelopes[0].trace_context is not None
+            new_rows = [_row(ids[index], envelopes[index], now_ms, traced) for index in new]
             written["stored"] = stored
             written["new_ids"] = [str(ids[index]) for index in new][:INSERT_CHUNK]
-            # One call captured one span for all its items: traced all, or none.
-            traced = envelopes[0].trace_context is not None
             self.dialect.insert_rows(self.db, JOBS_TABLE,
                                      TRACED_COLUMNS if traced else INSERT_COLUMNS, new_rows,
                                      self._batch.insert_many_traced if traced

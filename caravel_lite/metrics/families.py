@@ -49,7 +49,7 @@ def oldest_ready_age(reading: Reading) -> Iterable[Any]:
     family = GaugeMetricFamily(
         "caravel_oldest_ready_job_age_seconds",
         "How long the oldest ready job of each queue has been due (0 when none is ready)",
-        labels=["queue"])
+        labels=["queue"], unit="seconds")
     for q in reading.queues():
         age = q.oldest_ready_age.total_seconds() if q.oldest_ready_age is not None else 0.0
         family.add_metric([q.queue_name], max(age, 0.0))
@@ -81,22 +81,23 @@ def pickup_latency(reading: Reading) -> Iterable[Any]:
     family = GaugeMetricFamily(
         "caravel_pickup_latency_seconds",
         "Time from a job's due time to its claim over the queue's most recent finished "
-        "jobs of the last hour (at most 1000 of them), by quantile",
-        labels=["queue", "quantile"])
-    for name in reading.queue_names():
-        p50, p95 = reading.pickup(name)
-        if p50 is not None and p95 is not None:
-            family.add_metric([name, "0.5"], p50)
-            family.add_metric([name, "0.95"], p95)
+        "jobs of the last hour (at most 200 completed and 200 dead-lettered), by quantile",
+        labels=["queue", "quantile"], unit="seconds")
+    for name, (p50, p95) in sorted(reading.pickups().items()):
+        family.add_metric([name, "0.5"], p50)
+        family.add_metric([name, "0.95"], p95)
     yield family
 
 
-def dead_letters(reading: Reading) -> Iterable[Any]:
-    family = GaugeMetricFamily("caravel_dead_letters",
-                               "Dead letters now, by the failure category that ended them",
-                               labels=["queue", "category"])
-    for (queue_name, category), value in sorted(reading.dead_letters().items()):
-        family.add_metric([queue_name, category], value)
+def dead_lettered_recent(reading: Reading) -> Iterable[Any]:
+    family = GaugeMetricFamily(
+        "caravel_jobs_dead_lettered_recent",
+        "Jobs dead-lettered in the last minute (window 1m) and hour (1h), by the failure "
+        "category that ended them (the dead letters kept: caravel_jobs{state=dead_letter})",
+        labels=["queue", "category", "window"])
+    for (queue_name, category), counts in sorted(reading.dead_lettered().items()):
+        for window, value in zip(WINDOWS, counts):
+            family.add_metric([queue_name, category, window], value)
     yield family
 
 
@@ -104,9 +105,9 @@ def read_duration(reading: Reading) -> Iterable[Any]:
     """Last, so that it measures the reads of the families before it."""
     yield GaugeMetricFamily("caravel_metrics_read_seconds",
                             "How long this scrape's reads of the queue database took",
-                            value=reading.elapsed())
+                            value=reading.elapsed(), unit="seconds")
 
 
 DEFAULT_FAMILIES: Sequence[Family] = (jobs, oldest_ready_age, completed_recent,
-                                      failed_recent, pickup_latency, dead_letters,
+                                      failed_recent, dead_lettered_recent, pickup_latency,
                                       read_duration)

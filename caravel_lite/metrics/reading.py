@@ -4,7 +4,7 @@ not rendered costs nothing and two families that need the same rows read them on
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, cast
+from typing import Any, Callable, Dict, List, Tuple, TypeVar, cast
 
 from caravel_lite.admin.filters import queue_names
 from caravel_lite.admin.recent import RecentReader
@@ -66,18 +66,15 @@ class Reading:
         return self._once("failed", lambda: self._readers.recent.failed_since(
             self.now_ms - MINUTE_MS, self.now_ms - HOUR_MS))
 
-    def dead_letters(self) -> Dict[Tuple[str, str], int]:
-        return self._once("dead", lambda: self._readers.recent.dead_letters(
-            self.queue_names()))
+    def dead_lettered(self) -> Dict[Tuple[str, str], Tuple[int, int]]:
+        return self._once("dead", lambda: self._readers.recent.dead_lettered_since(
+            self.now_ms - MINUTE_MS, self.now_ms - HOUR_MS))
 
-    def pickup(self, queue_name: str) -> Tuple[Optional[float], Optional[float]]:
-        """(p50, p95) seconds of pickup latency over the queue's most recent finished
-        jobs of the last hour; (None, None) without any."""
-        def read() -> Tuple[Optional[float], Optional[float]]:
-            p50, p95, _ = self._readers.stats.pickup(queue_name, self.now_ms - HOUR_MS)
-            return (None if p50 is None else p50.total_seconds(),
-                    None if p95 is None else p95.total_seconds())
-        return self._once("pickup:" + queue_name, read)
+    def pickups(self) -> Dict[str, Tuple[float, float]]:
+        """{queue: (p50, p95) seconds} of pickup latency over each queue's most recent
+        finished jobs of the last hour; a queue without any is left out."""
+        return self._once("pickups", lambda: self._readers.recent.pickups(
+            self.queue_names(), self.now_ms - HOUR_MS))
 
     def elapsed(self) -> float:
         """Seconds since the reading began."""

@@ -112,7 +112,8 @@ def test_each_family_counts_the_seeded_jobs_exactly(db):
         ("mail", "1m"): 1, ("mail", "1h"): 2}
     assert _series(found["caravel_attempts_failed_recent"]) == {
         ("handler_failed", "mail", "1m"): 0, ("handler_failed", "mail", "1h"): 2}
-    assert _series(found["caravel_dead_letters"]) == {("handler_failed", "mail"): 1}
+    assert _series(found["caravel_jobs_dead_lettered_recent"]) == {
+        ("handler_failed", "mail", "1m"): 0, ("handler_failed", "mail", "1h"): 1}
     # Claimed at once, but the dead letter's second attempt 1 s after its retry was due.
     assert _series(found["caravel_pickup_latency_seconds"]) == {
         ("0.5", "mail"): 0.0, ("0.95", "mail"): 1.0}
