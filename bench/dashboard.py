@@ -137,6 +137,13 @@ def measure(backend: str, jobs: int, repeat: int,
             drop()
 
 
+def summary(times: List[float]) -> Tuple[float, float, float]:
+    """(median, p95, max) of a list of timings."""
+    ordered = sorted(times)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return statistics.median(ordered), p95, ordered[-1]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.dashboard", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -153,11 +160,8 @@ def main(argv=None) -> int:
     missed = False
     for backend in [name.strip() for name in args.databases.split(",") if name.strip()]:
         for name, times in measure(backend, args.jobs, args.repeat, not args.no_analyze):
-            ordered = sorted(times)
-            p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
-            median = statistics.median(ordered)
-            print(f"{backend:8} {name:42} {median:8.1f} {p95:8.1f} {ordered[-1]:8.1f}",
-                  flush=True)
+            median, p95, most = summary(times)
+            print(f"{backend:8} {name:42} {median:8.1f} {p95:8.1f} {most:8.1f}", flush=True)
             if name == STEADY and p95 > TARGET_MS:
                 missed = True
     print(f"target: {STEADY} p95 within {TARGET_MS:.0f} ms on every database: "

@@ -29,6 +29,7 @@ import peewee
 
 from caravel_lite.clock import from_ms
 from caravel_lite.dialect import ClaimMethod, Dialect
+from caravel_lite.logfields import fields
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.retry import recovering
 from caravel_lite.statements import BatchStatements, Statements
@@ -104,12 +105,16 @@ class Claimer:
             self.telemetry.count("deadlettered", queue_name, dead,
                                  Failure.ATTEMPTS_EXHAUSTED.value)
             logger.warning("%d expired lease(s) on queue %s dead-lettered: attempts exhausted",
-                           dead, queue_name)
+                           dead, queue_name,
+                           extra=fields(queue=queue_name, count=dead,
+                                        category=Failure.ATTEMPTS_EXHAUSTED))
         if reclaimed:
             # A worker that stopped renewing (crashed, partitioned, hung) held these;
             # the claims that follow take them over, each with an attempt spent.
             logger.warning("%d expired lease(s) on queue %s taken over: claimable again "
-                           "(last failure lease_expired)", reclaimed, queue_name)
+                           "(last failure lease_expired)", reclaimed, queue_name,
+                           extra=fields(queue=queue_name, count=reclaimed,
+                                        category=Failure.LEASE_EXPIRED))
         return dead + cancelled, reclaimed  # both final
 
     # -- claiming ---------------------------------------------------------------------

@@ -19,10 +19,11 @@ from caravel_lite.clock import floor_ms
 from caravel_lite.envelope import Envelope, prepare_envelope, stored_match
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict, StatementTooLarge
 from caravel_lite.ids import new_id
+from caravel_lite.logfields import envelope_fields, fields
 from caravel_lite.observability import logger
 from caravel_lite.retry import budgeted, call_budget, recovering
 from caravel_lite.schema import JOBS_TABLE
-from caravel_lite.statements import JOB_COLUMNS
+from caravel_lite.statements import JOB_COLUMNS, TRACED_COLUMNS
 from caravel_lite.values import Dispatch, EnqueueResult
 
 if TYPE_CHECKING:
@@ -43,11 +44,16 @@ MEASURE_PAYLOAD_FROM = 64 * 1024
 _UNREAD = object()
 
 
-def _row(job_id: uuid.UUID, e: Envelope, now_ms: int) -> Tuple[Any, ...]:
-    """A new job's values in JOB_COLUMNS order."""
-    return (str(job_id), e.queue, e.tenant_id, e.idempotency_key, e.dedup_key, e.wire_name,
-            e.payload, int(e.priority), e.available_at_ms, e.max_attempts, "pending",
-            now_ms, 0, 0, 0, now_ms, e.options)
+def _row(job_id: uuid.UUID, e: Envelope, now_ms: int,
+         traced: Optional[bool] = None) -> Tuple[Any, ...]:
+    """A new job's values in JOB_COLUMNS order, or TRACED_COLUMNS when ``traced``
+    (by default: when it has a trace context)."""
+    row = (str(job_id), e.queue, e.tenant_id, e.idempotency_key, e.dedup_key, e.wire_name,
+           e.payload, int(e.priority), e.available_at_ms, e.max_attempts, "pending",
+           now_ms, 0, 0, 0, now_ms, e.options)
+    if traced is None:
+        traced = e.trace_context is not None
+    return row + (e.trace_context,) if traced else row
 
 
 def _same_job(a: Envelope, b: Envelope) -> bool:
@@ -120,9 +126,10 @@ class Enqueuing:
     def _write_envelope(self, envelope: Envelope, job_id: uuid.UUID,
                         now_us: int) -> EnqueueResult:
         params: Tuple[Any, ...] = _row(job_id, envelope, floor_ms(now_us))
-        sql = self._sql.insert
+        sql = self._sql.insert if envelope.trace_context is None else self._sql.insert_traced
         if envelope.flow_group is not None:  # a gated queue's job (caravel_lite.limits)
-            sql = limits.insert_sql(JOBS_TABLE, JOB_COLUMNS, self.db.param, 1)
+            columns = JOB_COLUMNS if envelope.trace_context is None else TRACED_COLUMNS
+            sql = limits.insert_sql(JOBS_TABLE, columns, self.db.param, 1)
             params += (envelope.flow_group, envelope.concurrency_key)
         if len(envelope.payload) > MEASURE_PAYLOAD_FROM:
             limit = self._statement_limit()
@@ -161,7 +168,8 @@ class Enqueuing:
             self.telemetry.count("deduplicated", envelope.queue)
             return existing
         self.telemetry.count("accepted", envelope.queue)
-        logger.debug("enqueued job %s on queue %s", job_id, envelope.queue)
+        logger.debug("enqueued job %s on queue %s", job_id, envelope.queue,
+                     extra=envelope_fields(job_id, envelope))
         return EnqueueResult(job_id, False)
 
     @budgeted
@@ -270,7 +278,8 @@ class Enqueuing:
         for result, envelope in zip(results, envelopes):
             self.telemetry.count("deduplicated" if result.already_enqueued else "accepted",
                                  envelope.queue)
-        logger.debug("enqueued a batch of %d job(s)", len(envelopes))
+        logger.debug("enqueued a batch of %d job(s)", len(envelopes),
+                     extra=fields(count=len(envelopes)))
         return results
 
     def _enqueue_batch(self, envelopes: List[Envelope], ids: List[uuid.UUID],
@@ -292,19 +301,23 @@ class Enqueuing:
             new = [index for index, envelope in enumerate(envelopes)
                    if envelope.dedup_key is None
                    or (first[envelope.dedup_key] == index and envelope.dedup_key not in stored)]
-            new_rows: List[Tuple[Any, ...]] = [_row(ids[index], envelopes[index], now_ms)
-                                               for index in new]
+            # One call is one span's: its rows all have the column, or none has (the
+            # rows of one statement have one shape).
+            traced = envelopes[0].trace_context is not None
+            new_rows: List[Tuple[Any, ...]] = [
+                _row(ids[index], envelopes[index], now_ms, traced) for index in new]
             written["stored"] = stored
             written["new_ids"] = [str(ids[index]) for index in new][:INSERT_CHUNK]
-            columns: Tuple[str, ...] = JOB_COLUMNS
-            insert_many = self._batch.insert_many
+            base: Tuple[str, ...] = TRACED_COLUMNS if traced else JOB_COLUMNS
+            columns = base
+            insert_many = self._batch.insert_many_traced if traced else self._batch.insert_many
             if any(envelopes[index].flow_group is not None for index in new):
                 # A gated queue's jobs (caravel_lite.limits) carry their group and key.
-                columns = JOB_COLUMNS + limits.FLOW_INSERT_COLUMNS
+                columns = base + limits.FLOW_INSERT_COLUMNS
                 new_rows = [row + (envelopes[index].flow_group, envelopes[index].concurrency_key)
                             for row, index in zip(new_rows, new)]
-                insert_many = functools.partial(limits.insert_sql, JOBS_TABLE,
-                                                JOB_COLUMNS, self.db.param)
+                insert_many = functools.partial(limits.insert_sql, JOBS_TABLE, base,
+                                                self.db.param)
             self.dialect.insert_rows(self.db, JOBS_TABLE, columns, new_rows,
                                      insert_many, INSERT_CHUNK, self._statement_limit())
         return stored

@@ -6,7 +6,7 @@ import hashlib
 import uuid
 from typing import Any, NamedTuple, Optional, Tuple
 
-from caravel_lite import codec, validation
+from caravel_lite import codec, tracing, validation
 from caravel_lite.clock import ceil_ms, floor_ms, to_micros
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
 from caravel_lite.job_options import NO_OPTIONS, stored_options
@@ -50,6 +50,8 @@ class Envelope(NamedTuple):
     # Flow control (caravel_lite.limits): None unless the queue is gated.
     flow_group: Optional[str] = None
     concurrency_key: Optional[str] = None
+    # The enqueuing span's W3C context (caravel_lite.tracing), None without one.
+    trace_context: Optional[str] = None
 
 
 def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
@@ -98,7 +100,7 @@ def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
                     dedup_digest(queue, dispatch.tenant_id, dispatch.idempotency_key),
                     priority if priority is not None else Priority.NORMAL, due,
                     max_attempts if max_attempts is not None else options.max_attempts,
-                    stored, group, key)
+                    stored, group, key, tracing.capture())
 
 
 def _prove_round_trip(job_type: type, job: Any, payload: str) -> None:

@@ -23,6 +23,7 @@ import peewee
 
 from caravel_lite.dialect import dialect_of
 from caravel_lite.errors import InvalidField
+from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 from caravel_lite.retry import retrying
 from caravel_lite.schema import FAILURES_TABLE, JOBS_TABLE
@@ -126,11 +127,12 @@ def describe(error: Optional[BaseException], describer: Optional[Describe] = Non
             answer: Any = describer(error)
         except Exception as exc:
             logger.warning("describe_failure raised %s; the failure is kept without a "
-                           "description", qualified_name(type(exc)))
+                           "description", qualified_name(type(exc)),
+                           extra=fields(error_type=qualified_name(type(exc))))
             answer = None
         if answer is not None and not isinstance(answer, str):
             logger.warning("describe_failure returned %s, not a str or None; ignored",
-                           type(answer).__name__)
+                           type(answer).__name__, extra=fields(error_type=type(answer).__name__))
             answer = None
         text = cap_description(answer) if answer else None
     return ErrorInfo(qualified_name(type(error)), raise_site(error), text)

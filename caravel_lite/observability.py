@@ -10,6 +10,8 @@ import math
 import time
 from typing import Any, ContextManager, Dict, Iterator, Optional
 
+from caravel_lite import tracing
+
 logger = logging.getLogger("caravel_lite")
 
 COUNTERS = ("accepted", "deduplicated", "claimed", "completed", "failed", "retried",
@@ -61,23 +63,34 @@ class Telemetry:
             tags["failure"] = failure
         counter.add(amount, tags)
 
-    def span(self, name: str, attributes: Dict[str, Any]) -> ContextManager["SpanHandle"]:
-        """A span around one unit of work, yielding a :class:`SpanHandle`.
+    def span(self, name: str, attributes: Dict[str, Any],
+             origin: Any = None) -> ContextManager["SpanHandle"]:
+        """A span around one unit of work, yielding a :class:`SpanHandle`; ``origin``
+        (a :class:`caravel_lite.tracing.Origin`) makes it the child of, or links it
+        to, the span that enqueued the job.
 
         An exception escaping the span is not recorded on it: the SDK would store the
         exception's message, which may quote a payload or a tenant.
         """
-        if self._tracer is None or (self._global_tracer and not _tracing_configured()):
+        if not self.tracing():
             # No tracing installed: skip the span machinery altogether (it cost about a
             # third of a fast worker's throughput while recording nothing), down to the
             # generator a context manager function would build for every job.
             return _NO_SPAN
-        return self._recorded(name, attributes)
+        return self._recorded(name, attributes, origin)
+
+    def tracing(self) -> bool:
+        """Whether spans are recorded (a tracer provider is installed)."""
+        return self._tracer is not None and not (self._global_tracer
+                                                 and not _tracing_configured())
 
     @contextlib.contextmanager
-    def _recorded(self, name: str, attributes: Dict[str, Any]) -> Iterator["SpanHandle"]:
+    def _recorded(self, name: str, attributes: Dict[str, Any],
+                  origin: Any) -> Iterator["SpanHandle"]:
         assert self._tracer is not None
-        with self._tracer.start_as_current_span(name, attributes=attributes,
+        parent, links = tracing.relate(origin)
+        with self._tracer.start_as_current_span(name, context=parent, links=links,
+                                                attributes=attributes,
                                                 record_exception=False,
                                                 set_status_on_exception=False) as span:
             yield SpanHandle(span)

@@ -7,6 +7,7 @@ from typing import Callable, Optional, Tuple, Union
 
 from caravel_lite import limits
 from caravel_lite.errors import InvalidField
+from caravel_lite.tracing import CHILD, TRACE_RELATIONS
 from caravel_lite.validation import check_int
 
 MIB = 1024 * 1024
@@ -39,6 +40,9 @@ class QueueOptions:
     - ``max_result_bytes``: 1 .. 1 MiB of UTF-8, default 64 KiB: the largest return
       value a job that keeps its result may store (a larger one fails the attempt
       with ``INVALID_RESULT``).
+    - ``trace_relation``: how a worker's span relates to the span that enqueued the
+      job (``caravel_lite.tracing``): ``"child"`` (default: the first run is its
+      child, retries and replays link to it), ``"link"`` or ``"none"``.
     - ``describe_failure``: None (default), or a callable given a handler's exception
       that returns a short text it judges safe to store (or None); kept in the
       failure history, at most 1 KiB of UTF-8. Without it no text is stored, only the
@@ -69,6 +73,7 @@ class QueueOptions:
     fair_tenants: bool = False
     concurrency_limit: Optional[int] = None
     rate_limit: Union[None, Tuple[int, timedelta], "limits.RateLimit"] = None
+    trace_relation: str = CHILD
 
     def __post_init__(self) -> None:
         limits.check_options(self)
@@ -96,6 +101,9 @@ class QueueOptions:
         if self.redact is not None and not callable(self.redact):
             raise InvalidField("redact", "must be a callable taking the message and "
                                "returning a str or None")
+        if self.trace_relation not in TRACE_RELATIONS:
+            raise InvalidField("trace_relation", "must be 'child', 'link' or 'none', got "
+                               f"{self.trace_relation!r}")
 
 
 def resolve_options(value: object) -> QueueOptions:

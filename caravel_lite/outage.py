@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 import peewee
 
 from caravel_lite.errors import InvalidField, SchemaNotReady
+from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ class OutagePolicy:
         """A pass ran without a database error: any outage is over."""
         if self._since is not None:
             logger.warning("%s: database reachable again after %.1f s", self.what,
-                           self._monotonic() - self._since)
+                           self._monotonic() - self._since, extra=fields(component=self.what))
             self._since = None
             self._pause = FIRST_PAUSE
 
@@ -131,13 +132,15 @@ class OutagePolicy:
             self._since = now
             self.outages += 1
             logger.warning("%s: database unavailable (%s); retrying for up to %.0f s",
-                           self.what, type(exc).__name__, self.max_outage)
+                           self.what, type(exc).__name__, self.max_outage,
+                           extra=fields(component=self.what, error_type=type(exc).__name__))
         else:
-            logger.debug("%s: database still unavailable (%s)", self.what, type(exc).__name__)
+            logger.debug("%s: database still unavailable (%s)", self.what, type(exc).__name__,
+                         extra=fields(component=self.what, error_type=type(exc).__name__))
         elapsed = now - self._since
         if elapsed >= self.max_outage:
             logger.error("%s: database unavailable for %.0f s (max_outage); giving up",
-                         self.what, elapsed)
+                         self.what, elapsed, extra=fields(component=self.what, error_type=type(exc).__name__))
             raise exc
         self._drop_connections()
         pause = min(self._pause, self.max_outage - elapsed)

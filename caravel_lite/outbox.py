@@ -85,11 +85,11 @@ class SetAsideIntent:
 
 INSERT_COLUMNS = ("id", "queue", "tenant_id", "idempotency_key", "dedup_key", "wire_name",
                   "payload", "priority", "available_at", "max_attempts", "staged_at",
-                  "job_options")
+                  "job_options", "trace_context")
 
 # What the relay reads of a pending intent, in this order.
 INTENT_COLUMNS = ("id", "wire_name", "payload", "queue", "tenant_id", "idempotency_key",
-                  "priority", "available_at", "max_attempts", "job_options")
+                  "priority", "available_at", "max_attempts", "job_options", "trace_context")
 
 _PENDING = "dispatched_at IS NULL AND set_aside_at IS NULL"
 
@@ -108,6 +108,7 @@ class PendingIntent:
     available_at: Any
     max_attempts: Any
     job_options: Any = None  # caravel_lite.job_options (migration 0008)
+    trace_context: Any = None
 
 
 class OutboxTable:
@@ -248,7 +249,8 @@ class QueueOutbox(AsyncOutboxCalls):
         params = (str(outbox_id), envelope.queue, envelope.tenant_id,
                   envelope.idempotency_key, envelope.dedup_key, envelope.wire_name,
                   envelope.payload, int(envelope.priority), envelope.available_at_ms,
-                  envelope.max_attempts, floor_ms(now_us), envelope.options)
+                  envelope.max_attempts, floor_ms(now_us), envelope.options,
+                  envelope.trace_context)
         try:
             # A savepoint rather than atomic(): atomic() refuses to nest in peewee's
             # manual-commit mode, and PostgreSQL aborts the caller's whole transaction

@@ -17,6 +17,7 @@ from caravel_lite import codec, job_options, validation
 from caravel_lite.clock import Clock, floor_ms, now_micros, system_clock
 from caravel_lite.dialect import retrying
 from caravel_lite.errors import CaravelError, InvalidField, QueueIdempotencyConflict
+from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 from caravel_lite.outage import OutagePolicy, check_max_outage
 from caravel_lite.outbox import (OutboxCounts, OutboxTable, PendingIntent, SetAsideIntent,
@@ -87,7 +88,8 @@ class OutboxRelay:
             if self._relay_one(intent):
                 marked += 1
         if marked:
-            logger.debug("relay marked %d outbox intent(s) dispatched", marked)
+            logger.debug("relay marked %d outbox intent(s) dispatched", marked,
+                         extra=fields(count=marked))
         return len(intents), marked
 
     def _relay_one(self, intent: PendingIntent) -> bool:
@@ -111,7 +113,10 @@ class OutboxRelay:
         assert reason is not None
         if self._table.set_aside(intent.id, reason, self._now_ms()):
             # No payload and no exception text: only the id and the category.
-            logger.warning("outbox intent %s set aside: %s", intent.id, reason.value)
+            logger.warning("outbox intent %s set aside: %s", intent.id, reason.value,
+                           extra=fields(outbox_id=intent.id, category=reason,
+                                        queue=intent.queue if isinstance(intent.queue, str)
+                                        else None))
         return False
 
     def _envelope(self, intent: PendingIntent
@@ -150,7 +155,9 @@ class OutboxRelay:
                         intent.idempotency_key,
                         dedup_digest(intent.queue, intent.tenant_id, intent.idempotency_key),
                         priority, available_at, int(intent.max_attempts),
-                        intent.job_options), None
+                        intent.job_options,
+                        trace_context=intent.trace_context
+                        if isinstance(intent.trace_context, str) else None), None
 
     # -- continuous --------------------------------------------------------------------
 

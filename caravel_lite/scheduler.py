@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from caravel_lite import cron as cron_rules
 from caravel_lite.clock import from_ms, now_micros
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
+from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 from caravel_lite.outage import OutagePolicy, check_max_outage
 from caravel_lite.queue import DatabaseQueue
@@ -26,6 +27,7 @@ from caravel_lite.values import Dispatch
 
 MIN_POLL = timedelta(milliseconds=100)
 MAX_POLL = timedelta(minutes=1)
+SCHEDULE_SPAN = "caravel.schedule.enqueue"
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,8 @@ class QueueScheduler:
                                 payload, catch_up_us, self._now_us())
             self._schedules[name] = schedule
             self._handled[name] = None
-        logger.debug("registered schedule %s: %s", name, timing.describe())
+        logger.debug("registered schedule %s: %s", name, timing.describe(),
+                     extra=fields(schedule=name, queue=queue_name, tenant_id=tenant_id))
         return schedule
 
     # -- enqueueing ----------------------------------------------------------------------
@@ -172,9 +175,13 @@ class QueueScheduler:
         failed: Optional[Exception] = None
         for slot in schedule.due(now_us, handled):
             try:
-                result = self.queue.enqueue(schedule.decode_job(), Dispatch(
-                    queue=schedule.queue_name, tenant_id=schedule.tenant_id,
-                    idempotency_key=slot.key))
+                # The slot's own span (when tracing is configured): its job is traced
+                # back to the scheduler pass that enqueued it (caravel_lite.tracing).
+                with self.queue.telemetry.span(SCHEDULE_SPAN, {"schedule": schedule.name,
+                                                               "queue": schedule.queue_name}):
+                    result = self.queue.enqueue(schedule.decode_job(), Dispatch(
+                        queue=schedule.queue_name, tenant_id=schedule.tenant_id,
+                        idempotency_key=slot.key))
             except (QueueIdempotencyConflict, InvalidField) as exc:
                 if raise_errors:
                     failed = failed or exc
@@ -183,12 +190,18 @@ class QueueScheduler:
                 # queue's limit) for this slot: say so and go on with its other slots.
                 # The slot counts as handled so that the log is not repeated each poll.
                 logger.error("schedule %s: slot %s not enqueued: %s: %s", schedule.name,
-                             slot.key, type(exc).__name__, exc)
+                             slot.key, type(exc).__name__, exc,
+                             extra=fields(schedule=schedule.name, queue=schedule.queue_name,
+                                          tenant_id=schedule.tenant_id,
+                                          error_type=type(exc).__name__))
                 continue
             if not result.already_enqueued:
                 created += 1
                 logger.info("schedule %s: enqueued slot %s as job %s", schedule.name,
-                            slot.key, result.job_id)
+                            slot.key, result.job_id,
+                            extra=fields(schedule=schedule.name, job_id=result.job_id,
+                                         queue=schedule.queue_name,
+                                         tenant_id=schedule.tenant_id))
         if failed is not None:
             return created, failed
         # Handled up to the reading the due slots were computed from, not a later one:
@@ -242,7 +255,8 @@ class QueueScheduler:
                   if budget is not None else None)
         stop = stop if stop is not None else threading.Event()
         cap = self.poll_interval.total_seconds()
-        logger.info("scheduler started with %d schedule(s)", len(self.schedules))
+        logger.info("scheduler started with %d schedule(s)", len(self.schedules),
+                    extra=fields(count=len(self.schedules)))
         while not stop.is_set():
             try:
                 self._pass(raise_errors=False)

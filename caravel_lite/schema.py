@@ -100,6 +100,8 @@ def job_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
         # enqueued into a gated queue; its group (tenant, key or '') and its key.
         "flow_group": exact_text(dialect, 192, null=True),
         "concurrency_key": exact_text(dialect, 128, null=True),
+        # The enqueuing span's W3C trace context (migration 0011; caravel_lite.tracing).
+        "trace_context": peewee.TextField(null=True),
     })
     return columns
 
@@ -219,6 +221,7 @@ def outbox_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
         "set_aside_reason": peewee.CharField(max_length=32, null=True),
         "set_aside_at": peewee.BigIntegerField(null=True),
         "job_options": JOB_OPTIONS_FIELD(),  # migration 0008
+        "trace_context": peewee.TextField(null=True),  # migration 0011
     })
     return columns
 

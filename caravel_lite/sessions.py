@@ -18,6 +18,7 @@ import peewee
 from caravel_lite.connections import (StatementTimedOut, discard_connection, fired_bound,
                                       known_dead, open_bounds, set_tcp_timeouts)
 from caravel_lite.errors import DatabaseBusy
+from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 from caravel_lite.retry import CallBudget, RetryPolicy, TransientCounter, call_budget
 
@@ -109,7 +110,7 @@ class Reconnect(_Database):
         is never used again (outside a transaction it is closed now; inside one, at
         its rollback, which sends nothing on it)."""
         logger.warning("database statement cut short by %s; its connection is closed",
-                       "an interrupt")
+                       "an interrupt", extra=fields(reason="interrupt"))
         if self.in_transaction():
             self._cut_short = self._state.conn  # type: ignore[attr-defined]
         else:
@@ -194,7 +195,8 @@ class Reconnect(_Database):
         return exc
 
     def _discard(self, why: str) -> None:
-        logger.warning("database %s; the next statement opens a new connection", why)
+        logger.warning("database %s; the next statement opens a new connection", why,
+                       extra=fields(reason=why))
         discard_connection(self)
         reconnects.increment()
 

@@ -25,6 +25,9 @@ INSERT_COLUMNS = ("id", "queue", "tenant_id", "idempotency_key", "dedup_key", "w
 # What enqueue writes: those, then the options stored with the job (migration 0008;
 # NULL for most jobs, as for rows written with INSERT_COLUMNS alone).
 JOB_COLUMNS = INSERT_COLUMNS + ("job_options",)
+# The same, with the enqueuing span's trace context, for a job enqueued while a span
+# was active (caravel_lite.tracing): the statement without it stays as it was.
+TRACED_COLUMNS = JOB_COLUMNS + ("trace_context",)
 
 # What a claim reads of a candidate: all of it immutable after insert, except attempts,
 # which the claiming UPDATE re-checks.
@@ -44,6 +47,7 @@ _OWNED = f"id = {{p}} AND state = '{LEASED}' AND lease_token = {{p}} AND lease_e
 @dataclass(frozen=True)
 class Statements:
     insert: str
+    insert_traced: str
     existing_by_dedup: str
     existing_by_id: str
     expired_exists: str
@@ -74,6 +78,8 @@ class Statements:
         unrequested = "AND cancel_requested_at IS NULL"
         return cls(
             insert=f"INSERT INTO {t} ({', '.join(JOB_COLUMNS)}) VALUES ({values})",
+            insert_traced=(f"INSERT INTO {t} ({', '.join(TRACED_COLUMNS)}) "
+                           f"VALUES ({values}, {p})"),
             existing_by_dedup=f"SELECT id, wire_name, payload FROM {t} WHERE dedup_key = {p}",
             existing_by_id=f"SELECT id, wire_name, payload FROM {t} WHERE id = {p}",
             expired_exists=f"SELECT 1 FROM {t} WHERE {expired} LIMIT 1",
@@ -185,6 +191,9 @@ class BatchStatements:
     def insert_many(self, n: int) -> str:
         return self._get("insert_many", n)
 
+    def insert_many_traced(self, n: int) -> str:
+        return self._get("insert_many_traced", n)
+
     def existing_by_dedup(self, n: int) -> str:
         return self._get("existing_by_dedup", n)
 
@@ -288,10 +297,13 @@ class BatchStatements:
     def _complete_many_returning(self, n: int) -> str:
         return self._complete_many(n) + " RETURNING id"
 
-    def _insert_many(self, n: int) -> str:
-        row = "(" + ", ".join([self._p] * len(JOB_COLUMNS)) + ")"
-        return (f"INSERT INTO {JOBS_TABLE} ({', '.join(JOB_COLUMNS)}) VALUES "
+    def _insert_many(self, n: int, columns: Tuple[str, ...] = JOB_COLUMNS) -> str:
+        row = "(" + ", ".join([self._p] * len(columns)) + ")"
+        return (f"INSERT INTO {JOBS_TABLE} ({', '.join(columns)}) VALUES "
                 + ", ".join([row] * n))
+
+    def _insert_many_traced(self, n: int) -> str:
+        return self._insert_many(n, TRACED_COLUMNS)
 
     def _existing_by_dedup(self, n: int) -> str:
         return (f"SELECT id, dedup_key, wire_name, payload FROM {JOBS_TABLE} "

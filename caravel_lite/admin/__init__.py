@@ -29,6 +29,7 @@ from caravel_lite.admin.values import (FailureRecord, JobDetail, JobPage, JobSum
                                        QueueSummary, TenantCounts)
 from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros, system_clock
 from caravel_lite.dialect import dialect_of
+from caravel_lite.logfields import fields
 from caravel_lite.retry import retrying
 from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, default_telemetry, logger
@@ -310,7 +311,7 @@ class QueueAdmin(AdminControl):
             f, self._replay_many, lambda: [floor_ms(self._now_us())] * 2,
             lambda queue_name, n: self._telemetry.count("replayed", queue_name, n))
         if total:
-            logger.info("replayed %d dead letter(s)", total)
+            logger.info("replayed %d dead letter(s)", total, extra=fields(count=total))
         return total
 
     def discard_many(self, queue: Optional[str] = None,
@@ -338,7 +339,7 @@ class QueueAdmin(AdminControl):
             lambda queue_name, n: self._telemetry.count(
                 "deadlettered", queue_name, n, failure=Failure.DISCARDED.value))
         if total:
-            logger.info("discarded %d pending job(s)", total)
+            logger.info("discarded %d pending job(s)", total, extra=fields(count=total))
         return total
 
     def delete_many(self, queue: Optional[str] = None,
@@ -367,7 +368,7 @@ class QueueAdmin(AdminControl):
             ([row[0] for row in rows] for rows in matching_rows(self.db, f, ACTION_BATCH)),
             condition, params)
         if total:
-            logger.info("deleted %d job(s)", total)
+            logger.info("deleted %d job(s)", total, extra=fields(count=total))
         return total
 
     def replay(self, job_id: Union[uuid.UUID, str]) -> bool:
@@ -407,7 +408,7 @@ class QueueAdmin(AdminControl):
             # Counted as the worker counts a job dead-lettered by ``Discard`` (no
             # attempt failed here, so not ``failed``).
             self._telemetry.count("deadlettered", row[0], failure=Failure.DISCARDED.value)
-            logger.info("job %s discarded by an operator", ident)
+            logger.info("job %s discarded by an operator", ident, extra=fields(job_id=ident))
         return changed
 
     def delete(self, job_id: Union[uuid.UUID, str],

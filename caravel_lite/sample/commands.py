@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, TextIO
 
 import peewee
 
+from caravel_lite.logfields import fields
 from caravel_lite.sample import QUEUE
 from caravel_lite.sample.app import NotMigrated, SampleApp, read_only_counts
 from caravel_lite.sample.config import ConfigError, SampleConfig, from_environment
@@ -100,14 +101,15 @@ def work(config: SampleConfig, out: TextIO) -> int:
     worker = _worker(app)
     stop = threading.Event()
     log.info("sample worker started on queue %s (%s); stop it with SIGTERM or Ctrl+C",
-             QUEUE, config.describe())
+             QUEUE, config.describe(), extra=fields(queue=QUEUE))
     with handle_signals(stop):
         try:
             worker.run(QUEUE, stop=stop)
         except Exception as exc:  # the worker faulted: tell the service manager
-            log.error("sample worker faulted: %s", type(exc).__name__)
+            log.error("sample worker faulted: %s", type(exc).__name__,
+                      extra=fields(queue=QUEUE, error_type=type(exc).__name__))
             return 1
-    log.info("sample worker stopped cleanly")
+    log.info("sample worker stopped cleanly", extra=fields(queue=QUEUE))
     return 0
 
 

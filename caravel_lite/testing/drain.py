@@ -91,8 +91,8 @@ class _Tally(Telemetry):
                 self.totals[name] = self.totals.get(name, 0) + amount
         self._inner.count(name, queue, amount, failure)
 
-    def span(self, name: str, attributes: Dict[str, Any]) -> Any:
-        return self._inner.span(name, attributes)
+    def span(self, name: str, attributes: Dict[str, Any], origin: Any = None) -> Any:
+        return self._inner.span(name, attributes, origin)
 
 
 Scope = Callable[..., Any]

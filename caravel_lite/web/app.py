@@ -5,7 +5,6 @@ pages and static assets. Pages (pages.py) and actions (actions.py) only call the
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
 import re
 from dataclasses import dataclass
@@ -13,10 +12,11 @@ from datetime import datetime
 from importlib import resources
 from typing import Any, Callable, Iterator, List, Optional, Pattern, Tuple
 
+from caravel_lite.access import local_request
 from caravel_lite.clock import system_clock
 from caravel_lite.errors import InvalidField
 from caravel_lite.validation import check_int
-from caravel_lite.web import actions, control, pages
+from caravel_lite.web import actions, control, metrics_page, pages
 from caravel_lite.web.auth import (PASSWORD_VARIABLE, REALM, TOKEN_VARIABLE,
                                    USER_VARIABLE, Authenticator, Bind, check_bind)
 from caravel_lite.web.csrf import CsrfGuard
@@ -145,6 +145,7 @@ class Dashboard:
             ("GET", re.compile(r"/dead-letters"), pages.dead_letters),
             ("GET", re.compile(r"/schedules"), pages.schedules),
             ("GET", re.compile(r"/workers"), control.workers),
+            ("GET", re.compile(r"/metrics"), metrics_page.metrics),
             ("POST", re.compile(r"/actions/(?P<action>replay|discard|delete|cancel)"),
              actions.act),
             ("POST", re.compile(r"/actions/(?P<action>pause|resume)"), control.toggle),
@@ -174,8 +175,7 @@ class Dashboard:
                 challenge = getattr(self.settings.auth, "challenge", REALM)
                 raise HttpError(401, "authentication required",
                                 [("WWW-Authenticate", challenge)])
-        elif not (_loopback_peer(request) and _loopback_host(request)
-                  and not _relayed(request)):
+        elif not local_request(request.environ):
             # Without authentication only a browser on this machine may read the pages:
             # the peer's address must be loopback (a remote client can send any Host
             # header), and so must the Host header, which defeats DNS rebinding, where
@@ -233,48 +233,6 @@ class Dashboard:
             raise HttpError(404, "not found")
         return Response(asset.read_bytes(), 200, STATIC_TYPES[suffix],
                         [("Cache-Control", "max-age=3600")])
-
-
-def _loopback_peer(request: Request) -> bool:
-    """The client's address (REMOTE_ADDR) is a loopback address; anything else,
-    including no address or a name, is not. A server listening on both IPv6 and IPv4
-    (``::``) sees an IPv4 client as ``::ffff:a.b.c.d``: 127.0.0.1 in that form is
-    loopback too (the kernel takes 127/8 sources only from this machine)."""
-    peer = str(request.environ.get("REMOTE_ADDR") or "").strip()
-    try:
-        address = ipaddress.ip_address(peer.split("%")[0])
-    except ValueError:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)
-    return bool((mapped if mapped is not None else address).is_loopback)
-
-
-# Headers a reverse proxy adds to say whom it relays (RFC 7239 and the de facto ones).
-RELAY_HEADERS = ("HTTP_FORWARDED", "HTTP_X_FORWARDED_FOR", "HTTP_X_FORWARDED_HOST",
-                 "HTTP_X_REAL_IP")
-
-
-def _relayed(request: Request) -> bool:
-    """The request says a proxy relayed it: its REMOTE_ADDR is the proxy's, not the
-    client's, so it proves nothing about where the client is. (A proxy that adds none
-    of these headers cannot be told apart: one in front of an unauthenticated
-    dashboard serves it to the proxy's clients.)"""
-    return any(name in request.environ for name in RELAY_HEADERS)
-
-
-def _loopback_host(request: Request) -> bool:
-    host = str(request.environ.get("HTTP_HOST") or request.environ.get("SERVER_NAME", ""))
-    host = host.strip().lower()
-    if host.startswith("["):
-        host = host[1:host.find("]")] if "]" in host else host
-    elif host.count(":") == 1:
-        host = host.partition(":")[0]
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @contextlib.contextmanager

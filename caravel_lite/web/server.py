@@ -12,6 +12,7 @@ import socketserver
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from caravel_lite.logfields import fields
 from caravel_lite.web.auth import Bind
 
 log = logging.getLogger("caravel_lite.web")
@@ -31,10 +32,12 @@ class _QuietHandler(WSGIRequestHandler):
     out because filters can name tenants."""
 
     def log_request(self, code: object = "-", size: object = "-") -> None:
-        log.debug("%s %s %s", self.command, self.path.split("?")[0], code)
+        log.debug("%s %s %s", self.command, self.path.split("?")[0], code,
+                  extra=fields(http_method=self.command, http_path=self.path.split("?")[0],
+                               http_status=code))
 
     def log_message(self, format: str, *args: object) -> None:
-        log.info("%s", format % args)
+        log.info("%s", format % args, extra=fields(reason=format % args))
 
 
 def make_dashboard_server(app: Any, bind: Bind) -> WSGIServer:

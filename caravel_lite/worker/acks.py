@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 from caravel_lite import failures, job_options
+from caravel_lite.logfields import lease_fields
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.options import QueueOptions
 from caravel_lite.outcomes import Snooze
@@ -123,7 +124,10 @@ class Acknowledgements:
                 logger.warning("job %s on queue %s: %s; %s%s", lease.job_id,
                                lease.context.queue, _failure_text(failure, error),
                                _attempt_text(lease, retry_at),
-                               _recorded_text(error, self.queue.options))
+                               _recorded_text(error, self.queue.options),
+                               extra=lease_fields(lease, category=failure,
+                                                  next_attempt_at=retry_at,
+                                                  error_type=_error_type(error)))
             return done
         return self._write("failure", lease, write)
 
@@ -131,7 +135,8 @@ class Acknowledgements:
         done = self._write("snooze", lease, lambda: self.queue.snooze(lease, snooze.delay))
         if done:
             logger.info("job %s on queue %s snoozed for %s (attempt given back)",
-                        lease.job_id, lease.context.queue, snooze.delay)
+                        lease.job_id, lease.context.queue, snooze.delay,
+                        extra=lease_fields(lease))
         return done
 
     def release(self, lease: QueueLease) -> bool:
@@ -140,7 +145,7 @@ class Acknowledgements:
         done = bool(self.queue.release(lease))
         if done:
             logger.info("job %s on queue %s handed back unstarted", lease.job_id,
-                        lease.context.queue)
+                        lease.context.queue, extra=lease_fields(lease))
         return done
 
     def cancelled(self, lease: QueueLease) -> bool:
@@ -154,7 +159,7 @@ class Acknowledgements:
     def lost(self, lease: QueueLease, why: str) -> None:
         self.telemetry.count("lease_lost", lease.context.queue)
         logger.warning("job %s on queue %s not acknowledged: %s", lease.job_id,
-                       lease.context.queue, why)
+                       lease.context.queue, why, extra=lease_fields(lease))
 
     # -- writing -------------------------------------------------------------------------
 
@@ -176,7 +181,7 @@ class Acknowledgements:
             self.lost(lease, f"lease no longer owned at the {what}")
         elif what.endswith("completion"):
             logger.info("job %s on queue %s completed (attempt %d)", lease.job_id,
-                        lease.context.queue, lease.attempt)
+                        lease.context.queue, lease.attempt, extra=lease_fields(lease))
 
 
 def _failure_text(failure: Failure, error: Optional[BaseException]) -> str:
@@ -190,6 +195,8 @@ def _recorded_text(error: Optional[BaseException], options: QueueOptions) -> str
     """The message, when the application records errors (else nothing)."""
     message = message_of(error, options) if error is not None else None
     return f"; message: {message!r}" if message else ""
+def _error_type(error: Optional[BaseException]) -> Optional[str]:
+    return None if error is None else failures.qualified_name(type(error))
 
 
 def _attempt_text(lease: QueueLease, retry_at: Optional[datetime]) -> str:

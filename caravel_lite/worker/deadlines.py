@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from typing import List, Optional
 
+from caravel_lite.logfields import lease_fields
 from caravel_lite.observability import logger
 from caravel_lite.worker.supervisor import (CANCELLED, LEASE_LOST, SUPERVISOR_TICK,
                                             TIMED_OUT, JobControl, Ticker)
@@ -35,7 +36,7 @@ class DeadlineKeeper(Ticker):
             remaining = (control.lease.expires_at - now).total_seconds()
             if remaining <= 0:
                 logger.warning("job %s: lease deadline passed; cancelling the handler",
-                               control.lease.job_id)
+                               control.lease.job_id, extra=lease_fields(control.lease))
                 control.cancel(LEASE_LOST)
                 continue
             if control.timeout_at is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, List, Optional
 
+from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 from caravel_lite.values import QueueLease
 from caravel_lite.worker.acks import Acknowledgements
@@ -36,7 +37,7 @@ def release_claim(queue: DatabaseQueue, name: str, token: str) -> None:
     released = queue.release_claim(name, token)
     if released:
         logger.info("%d job(s) of a claim the worker's stop cut short handed back",
-                    released)
+                    released, extra=fields(queue=name, count=released))
 
 
 def hand_back(acks: Acknowledgements, leases: List[QueueLease], out: ExitSteps) -> None:
@@ -48,7 +49,8 @@ def hand_back(acks: Acknowledgements, leases: List[QueueLease], out: ExitSteps) 
         except Exception as exc:  # the database is away: the rest would fail too
             logger.warning("%d unstarted job(s) not handed back (%s); they are taken "
                            "again once their leases expire", len(leases) - index,
-                           type(exc).__name__)
+                           type(exc).__name__, extra=fields(count=len(leases) - index,
+                                                            error_type=type(exc).__name__))
             raise
         except (KeyboardInterrupt, SystemExit) as exc:
             out.interrupt = out.interrupt or exc

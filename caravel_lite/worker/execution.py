@@ -35,7 +35,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Dict, Optional
 
-from caravel_lite import codec, effects, job_options, results
+from caravel_lite import codec, effects, job_options, results, tracing
+from caravel_lite.logfields import lease_fields
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outcomes import Discard, Snooze
 from caravel_lite.values import Failure, QueueLease
@@ -79,6 +80,9 @@ class Execution:
                  is_async: bool, queue: Any = None, definition: Any = None,
                  options: Optional[job_options.RunOptions] = None) -> None:
         self.lease = lease
+        # What its span relates to (the enqueuing span), set by the worker only while
+        # tracing is configured (caravel_lite.tracing).
+        self.origin: Optional[tracing.Origin] = None
         self.handler = handler
         self.job = job
         self.is_async = is_async  # the registry's, decided once per job type
@@ -114,11 +118,13 @@ def prepare(lease: QueueLease, queue: Any) -> "Execution | Settlement":
     definition = queue.registry.for_name(lease.wire_name)
     if definition is None:
         logger.warning("job %s on queue %s: wire name %s is not registered here",
-                       lease.job_id, lease.context.queue, lease.wire_name)
+                       lease.job_id, lease.context.queue, lease.wire_name,
+                       extra=lease_fields(lease, category=Failure.UNKNOWN_JOB_TYPE))
         return Settlement(Outcome.FAILED, Failure.UNKNOWN_JOB_TYPE)
     if codec.utf8_size(lease.payload) > queue.options.max_payload_bytes:
         logger.warning("job %s on queue %s: payload over max_payload_bytes",
-                       lease.job_id, lease.context.queue)
+                       lease.job_id, lease.context.queue,
+                       extra=lease_fields(lease, category=Failure.INVALID_PAYLOAD))
         return Settlement(Outcome.FAILED, Failure.INVALID_PAYLOAD)
     try:
         job = codec.decode(definition.job_type, lease.payload)
@@ -126,7 +132,8 @@ def prepare(lease: QueueLease, queue: Any) -> "Execution | Settlement":
     except (codec.PayloadDecodeError, ValueError, TypeError) as exc:
         logger.warning("job %s on queue %s: payload or options do not decode to %s",
                        lease.job_id, lease.context.queue,
-                       definition.job_type.__name__)
+                       definition.job_type.__name__,
+                       extra=lease_fields(lease, category=Failure.INVALID_PAYLOAD))
         return Settlement(Outcome.FAILED, Failure.INVALID_PAYLOAD, exc)
     return Execution(lease, definition.handler, job, definition.is_async, queue, definition,
                      options)
@@ -168,7 +175,8 @@ class Runner:
         ``SystemExit`` from the handler is raised again after that."""
         control = execution.control
         interrupt: Optional[BaseException] = None
-        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease)) as span:
+        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease),
+                                 execution.origin) as span:
             try:
                 if control.ctx.cancelled.is_set():  # stopped before it started
                     execution.settlement = self._unstarted(control)
@@ -219,7 +227,8 @@ class Runner:
         the handler raises escapes this task (a ``SystemExit`` escaping a task would
         stop the event loop, and every async job after it with it)."""
         control = execution.control
-        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease)) as span:
+        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease),
+                                 execution.origin) as span:
             try:
                 task = asyncio.current_task()
                 assert task is not None

@@ -17,6 +17,7 @@ import queue as stdqueue
 import threading
 from typing import Any, Callable, Coroutine, Dict, List, Optional
 
+from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 
 __all__ = ["Executor"]
@@ -55,8 +56,9 @@ class Executor:
                 return
             try:
                 work()
-            except BaseException:  # work reports its own outcome; never lose the thread
-                logger.exception("caravel_lite: unexpected error in a handler thread")
+            except BaseException as exc:  # work reports its own outcome; never lose the thread
+                logger.exception("caravel_lite: unexpected error in a handler thread",
+                                 extra=fields(error_type=type(exc).__name__))
             finally:
                 with self._lock:
                     self._busy -= 1
@@ -92,7 +94,8 @@ class Executor:
                 # handler waiting on that task, and every async job after it, never
                 # runs again (the handler then gets the error from what it awaited).
                 logger.error("caravel_lite: %s escaped a task on the worker's event "
-                             "loop; the loop goes on", type(exc).__name__)
+                             "loop; the loop goes on", type(exc).__name__,
+                             extra=fields(error_type=type(exc).__name__))
 
     def spawn(self, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Start the coroutine ``make()`` as a task on the worker's event loop."""

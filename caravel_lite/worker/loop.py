@@ -17,6 +17,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Callable, Deque, Dict, List, Optional, Tuple
 
+from caravel_lite.logfields import fields
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outage import OutagePolicy
 from caravel_lite.values import QueueLease
@@ -377,7 +378,7 @@ class RunLoop:
         if self.running:
             logger.warning("%d handler(s) still running when the worker stopped (after "
                            "%.1f s); their jobs stay leased until their leases expire",
-                           len(self.running), patience)
+                           len(self.running), patience, extra=fields(count=len(self.running)))
             self.running.clear()
         self.slots_taken = 0
         out.attempt(self.supervisor.close)
@@ -386,7 +387,8 @@ class RunLoop:
         if cause is not None:
             if out.errors:
                 logger.warning("worker could not write all it held on the way out: %s",
-                               type(out.errors[0]).__name__)
+                               type(out.errors[0]).__name__,
+                               extra=fields(error_type=type(out.errors[0]).__name__))
             return
         if out.interrupt is not None:
             raise out.interrupt

@@ -17,6 +17,7 @@ from typing import Callable, List, Optional
 
 from caravel_lite.cancel import POLL_INTERVAL
 from caravel_lite.connections import StatementTimedOut, bounded
+from caravel_lite.logfields import fields, lease_fields
 from caravel_lite.observability import logger
 from caravel_lite.progress import write_progress
 from caravel_lite.values import QueueLease
@@ -137,14 +138,16 @@ class Renewer(Ticker):
                 # database next and judge whether it is down.
                 self._drop_connection()
                 logger.warning("job %s: lease renewal not answered before its deadline; "
-                               "the handler is cancelled then", current.job_id)
+                               "the handler is cancelled then", current.job_id,
+                               extra=lease_fields(current))
                 control.next_renewal = None
                 return
             except Exception as exc:  # a database error
                 self._drop_connection()
                 if self.ride_out:
                     logger.debug("job %s: renewal failed (%s); retrying",
-                                 current.job_id, type(exc).__name__)
+                                 current.job_id, type(exc).__name__,
+                                 extra=lease_fields(current, error_type=type(exc).__name__))
                     control.next_renewal = time.monotonic() + RENEWAL_RETRY
                     return
                 control.error = exc
@@ -153,7 +156,8 @@ class Renewer(Ticker):
                 return
             if renewed is None:
                 logger.warning("job %s: lease renewal refused (lost or at "
-                               "max_lease_lifetime); cancelling the handler", current.job_id)
+                               "max_lease_lifetime); cancelling the handler", current.job_id,
+                               extra=lease_fields(current))
                 control.next_renewal = None
                 control.cancel(LEASE_LOST)
                 return
@@ -165,7 +169,8 @@ class Renewer(Ticker):
         self._drop_connection()
         if self.ride_out:
             logger.debug("renewer: writing due acknowledgements failed (%s); the worker "
-                         "retries", type(exc).__name__)
+                         "retries", type(exc).__name__,
+                         extra=fields(error_type=type(exc).__name__))
             return
         for control in controls:  # a worker fault: stop the jobs, report through one
             with control.busy:

@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 from caravel_lite.admin import retention
 from caravel_lite.clock import now_micros
 from caravel_lite.errors import InvalidField
+from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 from caravel_lite.queue import DatabaseQueue
 
@@ -66,7 +67,8 @@ class IdlePruning:
                 self._turn = turn + 1
                 self._next = self._timer() + self._pruner.last_pause
                 logger.info("pruned %d job(s) of queue %s finished more than %s ago",
-                            deleted, queue_names[turn], self.older_than)
+                            deleted, queue_names[turn], self.older_than,
+                            extra=fields(queue=queue_names[turn], count=deleted))
                 return True
         self._next = self._timer() + PAUSE
         return False

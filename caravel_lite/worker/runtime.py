@@ -34,6 +34,7 @@ from typing import Deque, List, Optional, Sequence, Tuple, Union
 
 from caravel_lite import validation
 from caravel_lite.errors import InvalidField
+from caravel_lite.logfields import fields
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.outage import OutagePolicy, check_max_outage
 from caravel_lite.pausing import PausedCache
@@ -234,14 +235,15 @@ class QueueWorker:
         watcher = _StopWatcher(stop, wakeup)
         waiter: Optional[waiting.Waiter] = None
         logger.info("worker started on queue(s) %s, concurrency %d", ", ".join(names),
-                    self.concurrency)
+                    self.concurrency, extra=fields(queue=",".join(names)))
         try:
             try:
                 # Created before the first claim, so nothing committed after it goes unseen.
                 waiter = waiting.waiter_for(self.queue, names)
                 run.loop(waiter)
             except BaseException as exc:
-                logger.info("worker stopped by %s", type(exc).__name__)
+                logger.info("worker stopped by %s", type(exc).__name__,
+                            extra=fields(queue=",".join(names), error_type=type(exc).__name__))
                 run.finish(exc)
                 raise
             run.finish(None)
@@ -253,7 +255,8 @@ class QueueWorker:
             self._supervisor.ride_out = False
             self._settler.stopping = False
             self._running = False
-        logger.info("worker on queue(s) %s stopped", ", ".join(names))
+        logger.info("worker on queue(s) %s stopped", ", ".join(names),
+                    extra=fields(queue=",".join(names)))
 
     def close(self) -> None:
         """Write the acknowledgements still waiting, hand back the jobs claimed but not
@@ -309,7 +312,7 @@ class QueueWorker:
             except BaseException as exc:  # a database error, or a further interrupt
                 logger.warning("run_once interrupted: not all it held was written (%s); "
                                "those jobs run again once their leases expire",
-                               type(exc).__name__)
+                               type(exc).__name__, extra=fields(error_type=type(exc).__name__))
             raise
 
     def _run_once(self, queue_name: str, stop: Optional[threading.Event]) -> bool:

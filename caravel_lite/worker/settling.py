@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Optional
 
+from caravel_lite import tracing
+from caravel_lite.logfields import lease_fields
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.values import QueueLease
 from caravel_lite.worker.acks import Acknowledgements
@@ -51,9 +53,12 @@ class Settler:
             self.settle(lease, old, batch)
             return None
         prepared = prepare(lease, self.queue)
+        origin = (tracing.read_origin(self.queue, lease) if self.telemetry.tracing()
+                  else None)
         if isinstance(prepared, Execution):
+            prepared.origin = origin
             return prepared
-        with self.telemetry.span(SPAN_NAME, span_attributes(lease)) as span:
+        with self.telemetry.span(SPAN_NAME, span_attributes(lease), origin) as span:
             span.set("outcome", prepared.outcome.value)
             span.error()
             self.settle(lease, prepared, batch)
@@ -69,7 +74,8 @@ class Settler:
         if outcome is Outcome.COMPLETED:
             if self.stopping or lease.context.cancelled.is_set():
                 logger.info("job %s on queue %s returned while the worker was stopping; "
-                            "acknowledging it as completed", lease.job_id, lease.context.queue)
+                            "acknowledging it as completed", lease.job_id, lease.context.queue,
+                            extra=lease_fields(lease))
             if settlement.result is not None:  # kept: written at once, with its value
                 acks.complete_with_result(lease, settlement.result)
             elif batch:
@@ -88,7 +94,8 @@ class Settler:
             acks.release(lease)
         elif outcome is Outcome.CANCELLED:
             logger.info("job %s on queue %s cancelled by shutdown; left leased until its "
-                        "lease expires", lease.job_id, lease.context.queue)
+                        "lease expires", lease.job_id, lease.context.queue,
+                        extra=lease_fields(lease))
         elif outcome is Outcome.JOB_CANCELLED:
             acks.cancelled(lease)
         elif outcome is Outcome.LEASE_LOST:
@@ -96,5 +103,7 @@ class Settler:
         else:  # INFRASTRUCTURE_ERROR: the renewer could not renew
             assert settlement.error is not None
             logger.warning("job %s on queue %s: renewing its lease failed with %s",
-                           lease.job_id, lease.context.queue, type(settlement.error).__name__)
+                           lease.job_id, lease.context.queue, type(settlement.error).__name__,
+                           extra=lease_fields(lease,
+                                              error_type=type(settlement.error).__name__))
             raise settlement.error

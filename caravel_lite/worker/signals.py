@@ -6,6 +6,7 @@ import signal
 import threading
 from typing import Any, Iterator
 
+from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 
 __all__ = ["handle_signals"]
@@ -25,7 +26,7 @@ def handle_signals(stop: threading.Event) -> Iterator[threading.Event]:
         if signum == signal.SIGINT and stop.is_set():
             raise KeyboardInterrupt
         logger.info("received %s; stopping: no new jobs, running ones told to stop",
-                    signal.Signals(signum).name)
+                    signal.Signals(signum).name, extra=fields(signal=signal.Signals(signum).name))
         # Set from another thread: the signal handler runs in the main thread, which
         # may be inside stop.wait() holding the event's internal lock, and Event.set()
         # would then deadlock on it.

@@ -27,7 +27,7 @@ from tests.support import wait_for
 ALL = ["0001_create_jobs", "0002_create_outbox", "0003_notify_trigger",
        "0004_partial_indexes", "0005_cluster_jobs_by_id", "0006_failure_history",
        "0007_listings_without_pending", "0008_job_options_and_results", "0009_control",
-       "0010_flow_control"]
+       "0010_flow_control", "0011_trace_context"]
 
 # Backends whose jobs indexes are partial once 0004 has run (the others keep 0001's).
 PARTIAL_BACKENDS = ("sqlite", "postgres")

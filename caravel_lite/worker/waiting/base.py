@@ -10,6 +10,7 @@ import peewee
 from caravel_lite import validation
 from caravel_lite.clock import now_micros
 from caravel_lite.errors import InvalidField
+from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 from caravel_lite.schema import JOBS_TABLE
 from caravel_lite.values import JobState, Priority
@@ -220,7 +221,8 @@ class Waiter:
         try:
             earliest = self._earliest(now_micros(self.queue.clock) // 1000)
         except peewee.DatabaseError as exc:
-            logger.debug("waiter: next due time unreadable (%s)", type(exc).__name__)
+            logger.debug("waiter: next due time unreadable (%s)", type(exc).__name__,
+                         extra=fields(error_type=type(exc).__name__))
             return None
         if earliest is None:
             return None
@@ -233,6 +235,7 @@ class Waiter:
         try:
             earliest = self._earliest(-1)
         except peewee.DatabaseError as exc:
-            logger.debug("waiter: due read failed (%s)", type(exc).__name__)
+            logger.debug("waiter: due read failed (%s)", type(exc).__name__,
+                         extra=fields(error_type=type(exc).__name__))
             return on_error
         return earliest is not None and self._learn_due(earliest)

@@ -7,6 +7,7 @@ import time
 from typing import Any, Optional, Sequence, Union
 from urllib.parse import quote
 
+from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 from caravel_lite.worker.waiting.base import IDLE_PROBE_INTERVAL, PROBE_INTERVAL, Waiter
 from caravel_lite.worker.wakeup import Wakeup
@@ -50,7 +51,7 @@ class DataVersionWaiter(Waiter):
 
     def _broken(self, exc: BaseException) -> None:
         logger.warning("waiter: PRAGMA data_version unavailable (%s); polling instead",
-                       type(exc).__name__)
+                       type(exc).__name__, extra=fields(error_type=type(exc).__name__))
         self._close_connection()
 
     def _watch(self, wakeup: Wakeup, until: float) -> bool:

@@ -6,6 +6,7 @@ import select
 import time
 from typing import Any, Sequence, Union
 
+from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 from caravel_lite.worker.waiting.base import (CHANNEL, IDLE_POLL_PROBE, POLL_PROBE,
                                               RECONNECT_DELAY, Waiter)
@@ -26,7 +27,8 @@ def _no_psycopg(exc: BaseException) -> None:
     logger.warning("waiter: PostgreSQL's change signal (LISTEN) needs psycopg 3, which "
                    "is not installed (%s); this worker polls for new jobs instead (every "
                    "%.2f-%.2f s). Install it with: pip install 'caravel_lite[postgres]'",
-                   type(exc).__name__, POLL_PROBE, IDLE_POLL_PROBE)
+                   type(exc).__name__, POLL_PROBE, IDLE_POLL_PROBE,
+                   extra=fields(error_type=type(exc).__name__))
 
 
 class NotifyWaiter(Waiter):
@@ -77,7 +79,8 @@ class NotifyWaiter(Waiter):
 
     def _fail(self, exc: BaseException) -> None:
         logger.warning("waiter: listener unavailable (%s); polling instead, retrying in "
-                       "%.0f s", type(exc).__name__, self.reconnect_delay)
+                       "%.0f s", type(exc).__name__, self.reconnect_delay,
+                       extra=fields(error_type=type(exc).__name__))
         self._close_connection()
         self._retry_at = time.monotonic() + self.reconnect_delay
 

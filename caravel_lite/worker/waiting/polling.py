@@ -7,6 +7,7 @@ from typing import Any, Sequence, Union
 import peewee
 
 from caravel_lite.clock import now_micros
+from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 from caravel_lite.schema import JOBS_TABLE
 from caravel_lite.values import Priority
@@ -50,6 +51,7 @@ class PollWaiter(Waiter):
         try:
             row = self.queue.db.execute_sql(self.due_now_sql, params).fetchone()
         except peewee.DatabaseError as exc:
-            logger.debug("waiter: due probe failed (%s)", type(exc).__name__)
+            logger.debug("waiter: due probe failed (%s)", type(exc).__name__,
+                         extra=fields(error_type=type(exc).__name__))
             return False  # the read at the timeout tries again and lets the claim see it
         return bool(row[0] or row[1])
