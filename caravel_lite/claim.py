@@ -98,7 +98,8 @@ class Claimer:
         if cancelled:
             self.telemetry.count("cancelled", queue_name, cancelled)
             logger.warning("%d expired lease(s) on queue %s cancelled as requested",
-                           cancelled, queue_name)
+                           cancelled, queue_name,
+                           extra=fields(queue=queue_name, count=cancelled, reason="cancel"))
         dead = self._fenced(self._sql.sweep_exhausted, (now_ms, now_ms, queue_name, now_ms))
         reclaimed = self._fenced(self._sql.sweep_reclaimable, (now_ms, queue_name, now_ms))
         if dead:

@@ -11,6 +11,7 @@ from typing import Any, Optional
 import peewee
 
 from caravel_lite.observability import logger
+from caravel_lite.logfields import fields
 
 __all__ = ["FinishedListener", "CHANNEL"]
 
@@ -40,7 +41,8 @@ class FinishedListener:
             conn = psycopg.connect(conninfo, autocommit=True, **params)
             conn.execute(f"LISTEN {CHANNEL}")
         except (psycopg.Error, OSError) as exc:
-            logger.debug("result wait: no listener (%s); polling", type(exc).__name__)
+            logger.debug("result wait: no listener (%s); polling", type(exc).__name__,
+                         extra=fields(error_type=type(exc).__name__, component="result_wait"))
             return
         self._conn = conn
 
@@ -65,7 +67,8 @@ class FinishedListener:
                     return heard
                 heard = heard or notice.extra.decode("utf-8", "replace") == job_id
         except Exception as exc:  # psycopg.Error, OSError: poll from now on
-            logger.debug("result wait: listener lost (%s); polling", type(exc).__name__)
+            logger.debug("result wait: listener lost (%s); polling", type(exc).__name__,
+                         extra=fields(error_type=type(exc).__name__, component="result_wait"))
             self.close()
             return False
 

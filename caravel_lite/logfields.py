@@ -24,7 +24,8 @@ __all__ = ["FIELDS", "fields", "lease_fields", "envelope_fields"]
 
 FIELDS = ("job_id", "queue", "tenant_id", "wire_name", "attempt", "max_attempts",
           "category", "next_attempt_at", "count", "schedule", "outbox_id", "error_type",
-          "signal", "component", "reason", "http_method", "http_path", "http_status")
+          "signal", "component", "reason", "http_method", "http_path", "http_status",
+          "worker_id")
 
 
 def _value(value: Any) -> Any:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Optional
 
 from caravel_lite.failures import ErrorInfo, cap_description, qualified_name
 from caravel_lite.observability import logger
+from caravel_lite.logfields import fields
 
 if TYPE_CHECKING:
     from caravel_lite.options import QueueOptions
@@ -50,11 +51,12 @@ def message_of(error: BaseException, options: "QueueOptions") -> Optional[str]:
             text = options.redact(str(text))
         except Exception as exc:
             logger.warning("redact raised %s; the failure is kept without its message",
-                           qualified_name(type(exc)))
+                           qualified_name(type(exc)),
+                           extra=fields(error_type=qualified_name(type(exc)), component="redact"))
             return None
         if text is not None and not isinstance(text, str):
             logger.warning("redact returned %s, not a str or None; no message kept",
-                           type(text).__name__)
+                           type(text).__name__, extra=fields(component="redact"))
             return None
     if not text:
         return None

@@ -297,7 +297,10 @@ class BatchStatements:
     def _complete_many_returning(self, n: int) -> str:
         return self._complete_many(n) + " RETURNING id"
 
-    def _insert_many(self, n: int, columns: Tuple[str, ...] = JOB_COLUMNS) -> str:
+    def _insert_many(self, n: int, columns: Optional[Tuple[str, ...]] = None) -> str:
+        # JOB_COLUMNS read at the call (not bound as a default): a test of an older
+        # release's statements replaces it.
+        columns = JOB_COLUMNS if columns is None else columns
         row = "(" + ", ".join([self._p] * len(columns)) + ")"
         return (f"INSERT INTO {JOBS_TABLE} ({', '.join(columns)}) VALUES "
                 + ", ".join([row] * n))

@@ -21,6 +21,7 @@ from caravel_lite.heartbeats import Heartbeats, WorkerInfo
 from caravel_lite.observability import Telemetry, logger
 from caravel_lite.pausing import Pauses
 from caravel_lite.values import Failure, JobState
+from caravel_lite.logfields import fields
 
 __all__ = ["AdminControl", "CANCELLABLE"]
 
@@ -93,7 +94,8 @@ class AdminControl:
                           [now_ms, now_ms, now_ms, ident], ident)
         if done:
             self._telemetry.count("cancel_requested", row[2])
-            logger.info("job %s cancelled by an operator", ident)
+            logger.info("job %s cancelled by an operator", ident,
+                        extra=fields(job_id=ident, reason="cancel"))
         return done
 
     def cancel_many(self, queue: Optional[str] = None,
@@ -123,7 +125,8 @@ class AdminControl:
             lambda queue_name, n: self._telemetry.count("cancel_requested", queue_name, n))
             for f in filters)
         if total:
-            logger.info("cancelled %d job(s) (leased ones by request)", total)
+            logger.info("cancelled %d job(s) (leased ones by request)", total,
+                        extra=fields(count=total, reason="cancel"))
         return total
 
     # -- pause and resume ----------------------------------------------------------------
@@ -135,7 +138,8 @@ class AdminControl:
         was). May be repeated."""
         done = Pauses(self.db).pause(queue_name, floor_ms(self._now_us()))
         if done:
-            logger.info("queue %s paused by an operator", queue_name)
+            logger.info("queue %s paused by an operator", queue_name,
+                        extra=fields(queue=queue_name, reason="pause"))
         return done
 
     def resume(self, queue_name: str) -> bool:
@@ -143,7 +147,8 @@ class AdminControl:
         (2 s at most). True if it was paused. May be repeated."""
         done = Pauses(self.db).resume(queue_name)
         if done:
-            logger.info("queue %s resumed by an operator", queue_name)
+            logger.info("queue %s resumed by an operator", queue_name,
+                        extra=fields(queue=queue_name, reason="resume"))
         return done
 
     def paused(self) -> Set[str]:

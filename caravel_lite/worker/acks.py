@@ -153,7 +153,8 @@ class Acknowledgements:
         done = self._write("cancellation", lease, lambda: self.queue.end_cancelled(lease))
         if done:
             logger.info("job %s on queue %s cancelled as requested (attempt %d)",
-                        lease.job_id, lease.context.queue, lease.attempt)
+                        lease.job_id, lease.context.queue, lease.attempt,
+                        extra=lease_fields(lease, reason="cancel"))
         return done
 
     def lost(self, lease: QueueLease, why: str) -> None:

@@ -22,6 +22,7 @@ from caravel_lite.observability import logger
 from caravel_lite.pausing import READ_INTERVAL, PausedCache
 from caravel_lite.worker import waiter as waiting
 from caravel_lite.worker.wakeup import Wakeup
+from caravel_lite.logfields import fields
 
 if TYPE_CHECKING:
     from caravel_lite.queue import DatabaseQueue
@@ -69,7 +70,9 @@ class RunControl:
             self._registered = True
         except peewee.DatabaseError as exc:
             logger.warning("worker %s: heartbeat not written (%s); tried again in %.0f s",
-                           self.worker_id, type(exc).__name__, BEAT)
+                           self.worker_id, type(exc).__name__, BEAT,
+                           extra=fields(worker_id=self.worker_id, error_type=type(exc).__name__,
+                                        component="heartbeat"))
 
     def until_beat(self) -> float:
         """Seconds until the next heartbeat is due (the loop's waits end by then)."""
@@ -116,4 +119,6 @@ class RunControl:
             self._beats.remove(self.worker_id)
         except peewee.DatabaseError as exc:
             logger.warning("worker %s: heartbeat row not removed (%s); it shows as lost",
-                           self.worker_id, type(exc).__name__)
+                           self.worker_id, type(exc).__name__,
+                           extra=fields(worker_id=self.worker_id, error_type=type(exc).__name__,
+                                        component="heartbeat"))

@@ -43,7 +43,8 @@ class DeadlineKeeper(Ticker):
                 left = (control.timeout_at - now).total_seconds()
                 if left <= 0:
                     logger.warning("job %s: timeout (%s) passed; cancelling the handler",
-                                   control.lease.job_id, control.timeout)
+                                   control.lease.job_id, control.timeout,
+                                   extra=lease_fields(control.lease, reason="timed_out"))
                     control.cancel(TIMED_OUT)
                     continue
                 remaining = min(remaining, left)

@@ -90,7 +90,8 @@ class Renewer(Ticker):
             except Exception as exc:  # advisory: the next change is written
                 self._drop_connection()
                 logger.debug("job %s: progress not written (%s)", control.lease.job_id,
-                             type(exc).__name__)
+                             type(exc).__name__,
+                             extra=lease_fields(control.lease, error_type=type(exc).__name__))
 
     def _poll_cancels(self, controls: List[JobControl]) -> None:
         """Once a second, one read of the cancel requests of every running job (not a
@@ -113,12 +114,13 @@ class Renewer(Ticker):
         except Exception as exc:  # a database error: renewals and the loop judge it
             self._drop_connection()
             logger.debug("reading cancel requests failed (%s); retried in %.0f s",
-                         type(exc).__name__, POLL_INTERVAL)
+                         type(exc).__name__, POLL_INTERVAL,
+                         extra=fields(error_type=type(exc).__name__, component="cancel_poll"))
             return
         for ident in requested:
             control = watched[ident]
             logger.info("job %s: cancel requested; cancelling the handler",
-                        control.lease.job_id)
+                        control.lease.job_id, extra=lease_fields(control.lease, reason="cancel"))
             control.cancel_requested = True
             control.cancel(CANCEL_REQUESTED)
 

@@ -84,7 +84,8 @@ class Settler:
                 acks.complete_now(lease)
         elif outcome is Outcome.COMMITTED:
             logger.info("job %s on queue %s completed in its handler's transaction "
-                        "(attempt %d)", lease.job_id, lease.context.queue, lease.attempt)
+                        "(attempt %d)", lease.job_id, lease.context.queue, lease.attempt,
+                        extra=lease_fields(lease))
         elif outcome is Outcome.FAILED:
             assert settlement.failure is not None
             acks.record_failure(lease, settlement.failure, settlement.error)

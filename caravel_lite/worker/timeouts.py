@@ -24,6 +24,7 @@ import peewee
 
 from caravel_lite.observability import logger
 from caravel_lite.worker.supervisor import SUPERVISOR_TICK, TIMED_OUT, JobControl
+from caravel_lite.logfields import lease_fields
 
 __all__ = ["run_bounded", "Abandoned", "GRACE"]
 
@@ -66,7 +67,8 @@ def run_bounded(call: Callable[[], None], control: JobControl,
         elif now - timed_out_at >= GRACE:
             logger.warning("job %s: handler still running %.1f s after its timeout; "
                            "abandoned (its thread runs on, the slot takes the next job)",
-                           control.lease.job_id, GRACE)
+                           control.lease.job_id, GRACE,
+                           extra=lease_fields(control.lease, reason="timed_out"))
             raise Abandoned(f"handler abandoned {GRACE} s after its timeout")
     error = box.get("error")
     if error is not None:

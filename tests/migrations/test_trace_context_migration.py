@@ -21,9 +21,9 @@ from caravel_lite.outbox import INSERT_COLUMNS as OUTBOX_COLUMNS
 from caravel_lite.schema import JOBS_TABLE, OUTBOX_TABLE
 from tests.contract.jobs import QUEUE, TENANT, Ping, dispatch, make_queue
 
-BEFORE = "0007_listings_without_pending"
+BEFORE = "0010_flow_control"  # the last migration of the release before 0011
 # The outbox intent's columns as the schema before 0011 had them.
-OLD_OUTBOX_COLUMNS = tuple(c for c in OUTBOX_COLUMNS if c != "trace_context")
+OLD_OUTBOX_COLUMNS = tuple(c for c in OUTBOX_COLUMNS if c not in ("trace_context", "job_options"))
 
 
 @pytest.fixture
