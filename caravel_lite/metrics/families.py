@@ -11,7 +11,7 @@ would go down when finished jobs are pruned; the in-process OpenTelemetry counte
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Dict, Iterable, Sequence, Tuple
 
 from prometheus_client.core import GaugeMetricFamily
 
@@ -101,6 +101,22 @@ def dead_lettered_recent(reading: Reading) -> Iterable[Any]:
     yield family
 
 
+def workers(reading: Reading) -> Iterable[Any]:
+    """``caravel_workers{queue,state}``: the workers with a heartbeat row that serve each
+    queue, ``alive`` or ``lost`` (no beat for 3 beats: gone or cut off, its leases
+    left to expire)."""
+    family = GaugeMetricFamily("caravel_workers", "Workers by queue served and heartbeat state",
+                               labels=["queue", "state"])
+    counts: Dict[Tuple[str, str], int] = {}
+    for worker in reading.workers():
+        state = "lost" if worker.lost else "alive"
+        for queue in worker.queues:
+            counts[(queue, state)] = counts.get((queue, state), 0) + 1
+    for (queue, state), count in sorted(counts.items()):
+        family.add_metric([queue, state], count)
+    yield family
+
+
 def read_duration(reading: Reading) -> Iterable[Any]:
     """Last, so that it measures the reads of the families before it."""
     yield GaugeMetricFamily("caravel_metrics_read_seconds",
@@ -110,4 +126,4 @@ def read_duration(reading: Reading) -> Iterable[Any]:
 
 DEFAULT_FAMILIES: Sequence[Family] = (jobs, oldest_ready_age, completed_recent,
                                       failed_recent, dead_lettered_recent, pickup_latency,
-                                      read_duration)
+                                      workers, read_duration)

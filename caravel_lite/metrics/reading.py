@@ -10,6 +10,7 @@ from caravel_lite.admin.filters import queue_names
 from caravel_lite.admin.recent import RecentReader
 from caravel_lite.admin.stats import StatsReader
 from caravel_lite.admin.values import QueueSummary, TenantCounts
+from caravel_lite.heartbeats import Heartbeats, WorkerInfo
 
 T = TypeVar("T")
 MINUTE_MS = 60_000
@@ -44,6 +45,10 @@ class Reading:
         if key not in self._cache:
             self._cache[key] = read()
         return cast(T, self._cache[key])
+
+    def workers(self) -> Tuple[WorkerInfo, ...]:
+        """The workers' heartbeat rows as of ``now_ms`` (caravel_lite.heartbeats)."""
+        return self._once("workers", lambda: Heartbeats(self._readers.db).read(self.now_ms))
 
     def queue_names(self) -> List[str]:
         return self._once("names", lambda: queue_names(self._readers.db))

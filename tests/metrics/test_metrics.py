@@ -157,6 +157,22 @@ def test_families_are_small_functions_a_collector_is_given(db):
     assert _series(found["caravel_workers_alive"]) == {("bills",): 0, ("mail",): 0}
 
 
+def test_workers_are_counted_by_queue_and_heartbeat(db):
+    from caravel_lite.heartbeats import LOST_BEATS, Heartbeats, BEAT
+
+    clock = _seed(db)
+    now_ms = int(clock().timestamp() * 1000)
+    beats = Heartbeats(db)
+    beats.register("a" * 16, ["mail", "bills"], 4, now_ms)
+    beats.register("b" * 16, ["mail"], 2, now_ms - int((LOST_BEATS + 1) * BEAT * 1000))
+    found = _families(QueueMetrics(db, clock=clock).render())
+    assert _series(found["caravel_workers"]) == {("bills", "alive"): 1, ("mail", "alive"): 1,
+                                                 ("mail", "lost"): 1}
+    beats.remove("a" * 16)
+    found = _families(QueueMetrics(db, clock=clock).render())
+    assert _series(found["caravel_workers"]) == {("mail", "lost"): 1}
+
+
 def _get(app: Any, remote: str = "127.0.0.1", **headers: str) -> Any:
     return Client(app).get("/metrics", headers={"Host": "localhost", **headers},
                            environ_base={"REMOTE_ADDR": remote})
