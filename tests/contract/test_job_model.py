@@ -305,3 +305,17 @@ def test_wait_wakes_on_the_database_signal_not_on_polling(db, connect, monkeypat
         thread.join(20)
     assert done is not None and done.value == "done"
     assert time.monotonic() - begin < 10
+
+
+def test_wait_returns_for_a_cancelled_job_which_is_finished(db):
+    """CANCELLED is final (caravel_lite.cancel): result() says finished, and wait()
+    returns at once rather than waiting out its timeout on a job that never ends."""
+    queue = DatabaseQueue(db, _results_registry({1: 1}))
+    job_id = queue.enqueue(Typed(1), Dispatch(tenant_id=TENANT)).job_id
+    assert queue.cancel(job_id, "kept", TENANT)
+    found = queue.result(job_id, "kept", TENANT)
+    assert found is not None and found.state is JobState.CANCELLED
+    assert found.finished and found.value is None
+    begin = time.monotonic()
+    assert queue.wait(job_id, "kept", TENANT, timeout=5) == found
+    assert time.monotonic() - begin < 2
