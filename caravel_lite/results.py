@@ -106,7 +106,10 @@ def encode(value: Any, definition: JobDefinition, max_bytes: int) -> str:
         if not same:
             raise ResultNotStorable(f"a {type(value).__name__} would not read back as "
                                     f"itself (tuples, non-str keys)")
-    size = codec.utf8_size(text)
+    try:
+        size = codec.utf8_size(text)
+    except UnicodeEncodeError:  # a lone surrogate (os.fsdecode of a bad name, say)
+        raise ResultNotStorable("a str in the result is not valid UTF-8 text") from None
     if size > max_bytes:
         raise ResultNotStorable(f"{size} bytes exceeds max_result_bytes ({max_bytes})")
     return text

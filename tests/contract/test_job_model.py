@@ -194,7 +194,8 @@ def test_a_kept_result_is_read_by_its_tenant_only_and_pruned_with_its_job(db):
 
 def test_a_value_that_cannot_be_kept_fails_the_attempt_as_invalid_result(db):
     values: Dict[int, Any] = {1: {1, 2}, 2: (1, 2), 3: "x" * 200, 4: float("nan"),
-                              5: {1: "int key"}}
+                              5: {1: "int key"},
+                              6: {"name": "\udcff"}}  # a lone surrogate: not UTF-8
     queue = DatabaseQueue(db, _results_registry(values), QueueOptions(max_result_bytes=100))
     ids = [queue.enqueue(Typed(n), Dispatch(tenant_id=TENANT)).job_id for n in values]
     worker = QueueWorker(queue)
