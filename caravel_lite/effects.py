@@ -21,7 +21,10 @@ a transaction held open for long (it holds its locks, on SQLite the whole databa
 write lock, and a lease renewal waits behind it: keep the block short, well under the
 lease); a kept result (the completion commits before the handler returns, so a job
 completed this way keeps none). One block per attempt; it must not be nested in
-another transaction on that database (its commit must be the completion's). A block
+another transaction on that database (its commit must be the completion's). In an
+``async def`` handler, never ``await`` inside the block: the worker's async jobs share
+the event loop's thread and so its connection, so while it waits another job's block
+is refused as nested and that job's own writes would join this transaction. A block
 that ends after the job's timeout is rolled back (``Cancelled``): the attempt fails
 with TIMED_OUT.
 """

@@ -44,8 +44,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Results", "ResultNotStorable", "encode", "decode", "FINISHED_STATES"]
 
-# States after which a job never runs again on its own (a replay is deliberate).
-FINISHED_STATES = frozenset({JobState.COMPLETED.value, JobState.DEAD_LETTER.value})
+# States after which a job never runs again on its own (a replay is deliberate); an
+# operator's cancel (caravel_lite.cancel) is one of them.
+FINISHED_STATES = frozenset({JobState.COMPLETED.value, JobState.DEAD_LETTER.value,
+                             JobState.CANCELLED.value})
 # How often wait() looks again where there is no change signal: fast at first, then
 # backing off to the slower rate (a read per look).
 POLL_FIRST = 0.02
@@ -104,7 +106,10 @@ def encode(value: Any, definition: JobDefinition, max_bytes: int) -> str:
         if not same:
             raise ResultNotStorable(f"a {type(value).__name__} would not read back as "
                                     f"itself (tuples, non-str keys)")
-    size = codec.utf8_size(text)
+    try:
+        size = codec.utf8_size(text)
+    except UnicodeEncodeError:  # a lone surrogate (os.fsdecode of a bad name, say)
+        raise ResultNotStorable("a str in the result is not valid UTF-8 text") from None
     if size > max_bytes:
         raise ResultNotStorable(f"{size} bytes exceeds max_result_bytes ({max_bytes})")
     return text
@@ -214,8 +219,8 @@ class Results:
 
     def wait(self, job_id: Union[uuid.UUID, str], queue_name: str, tenant_id: str, *,
              timeout: Union[float, timedelta] = DEFAULT_WAIT) -> Optional[JobResult]:
-        """Block until the job is finished (completed or dead-lettered, a discard
-        included) and return its :meth:`result`; None at once for an unknown job or
+        """Block until the job is finished (completed, dead-lettered, a discard
+        included, or cancelled) and return its :meth:`result`; None at once for an unknown job or
         another tenant. Raises ``TimeoutError`` when it is not finished within
         ``timeout`` (seconds or a timedelta, default 30 s; 0 looks once).
 

@@ -219,7 +219,7 @@ class JobResult:
 
     ``value`` is the handler's return value when the job type (or its Dispatch) kept
     results and the job completed; otherwise None. ``finished_at`` is set once the job
-    is finished (completed or dead-lettered). ``started_at``: when its last attempt
+    is finished (completed, dead-lettered or cancelled). ``started_at``: when its last attempt
     began; ``attempts`` and ``last_failure`` as in :class:`JobStatus`.
     """
 
@@ -233,5 +233,5 @@ class JobResult:
 
     @property
     def finished(self) -> bool:
-        """Whether the job reached an end (completed or dead-lettered)."""
+        """Whether the job reached an end (completed, dead-lettered or cancelled)."""
         return self.finished_at is not None

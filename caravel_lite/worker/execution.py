@@ -187,7 +187,7 @@ class Runner:
                             # Run apart, so that a handler ignoring its timeout is
                             # abandoned and its slot freed (caravel_lite.worker.timeouts).
                             timeouts.run_bounded(lambda: self._call(execution), control,
-                                                 execution.queue.db)
+                                                 execution.queue.db, self.clock)
                         else:
                             self._call(execution)
                     except BaseException as exc:  # whatever it raised: an outcome below

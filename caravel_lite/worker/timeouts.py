@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 from typing import Any, Callable, Dict, Optional
 
 import peewee
@@ -38,10 +39,13 @@ class Abandoned(Exception):
 
 
 def run_bounded(call: Callable[[], None], control: JobControl,
-                db: Optional[peewee.Database] = None) -> None:
+                db: Optional[peewee.Database] = None,
+                clock: Optional[Callable[[], datetime]] = None) -> None:
     """Run ``call`` in a thread of its own and return when it ends, raising what it
     raised; raise :class:`Abandoned` when it is still running :data:`GRACE` seconds
-    after the job's timeout cancelled it."""
+    after the job's timeout cancelled it, or after its timeout passed (by ``clock``,
+    the queue's) when something else cancelled it first (its lease ran out, a stop):
+    the timeout bounds the slot's time whatever the lease does."""
     done = threading.Event()
     box: Dict[str, BaseException] = {}
 
@@ -59,7 +63,7 @@ def run_bounded(call: Callable[[], None], control: JobControl,
     thread.start()
     timed_out_at: Optional[float] = None
     while not done.wait(SUPERVISOR_TICK):
-        if control.reason != TIMED_OUT:
+        if control.reason != TIMED_OUT and not _outlived(control, clock):
             continue
         now = time.monotonic()
         if timed_out_at is None:
@@ -73,6 +77,13 @@ def run_bounded(call: Callable[[], None], control: JobControl,
     error = box.get("error")
     if error is not None:
         raise error
+
+
+def _outlived(control: JobControl, clock: Optional[Callable[[], datetime]]) -> bool:
+    """Told to stop for another reason (the deadline keeper then no longer sets
+    TIMED_OUT), and past its timeout."""
+    return (control.reason is not None and clock is not None
+            and control.timeout_at is not None and clock() >= control.timeout_at)
 
 
 def _close(db: Optional[peewee.Database]) -> None:

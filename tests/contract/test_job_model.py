@@ -194,7 +194,8 @@ def test_a_kept_result_is_read_by_its_tenant_only_and_pruned_with_its_job(db):
 
 def test_a_value_that_cannot_be_kept_fails_the_attempt_as_invalid_result(db):
     values: Dict[int, Any] = {1: {1, 2}, 2: (1, 2), 3: "x" * 200, 4: float("nan"),
-                              5: {1: "int key"}}
+                              5: {1: "int key"},
+                              6: {"name": "\udcff"}}  # a lone surrogate: not UTF-8
     queue = DatabaseQueue(db, _results_registry(values), QueueOptions(max_result_bytes=100))
     ids = [queue.enqueue(Typed(n), Dispatch(tenant_id=TENANT)).job_id for n in values]
     worker = QueueWorker(queue)
@@ -305,3 +306,17 @@ def test_wait_wakes_on_the_database_signal_not_on_polling(db, connect, monkeypat
         thread.join(20)
     assert done is not None and done.value == "done"
     assert time.monotonic() - begin < 10
+
+
+def test_wait_returns_for_a_cancelled_job_which_is_finished(db):
+    """CANCELLED is final (caravel_lite.cancel): result() says finished, and wait()
+    returns at once rather than waiting out its timeout on a job that never ends."""
+    queue = DatabaseQueue(db, _results_registry({1: 1}))
+    job_id = queue.enqueue(Typed(1), Dispatch(tenant_id=TENANT)).job_id
+    assert queue.cancel(job_id, "kept", TENANT)
+    found = queue.result(job_id, "kept", TENANT)
+    assert found is not None and found.state is JobState.CANCELLED
+    assert found.finished and found.value is None
+    begin = time.monotonic()
+    assert queue.wait(job_id, "kept", TENANT, timeout=5) == found
+    assert time.monotonic() - begin < 2

@@ -86,6 +86,33 @@ def test_a_sync_handler_ignoring_its_timeout_is_abandoned_and_its_slot_freed(
     assert not runner.errors
 
 
+def test_a_handler_whose_lease_ran_out_first_is_still_abandoned_at_its_timeout(
+        db, monkeypatch):
+    """The lease deadline cancels the handler before its timeout (no renewal); one that
+    ignores that is still abandoned once its timeout passes, not held until it returns."""
+    monkeypatch.setattr(timeouts, "GRACE", 0.2)
+    registry = JobRegistry()
+    stuck = threading.Event()
+
+    @registry.job("timeouts.outlived.v1", Slow, queue=QUEUE, max_attempts=1,
+                  timeout=timedelta(seconds=1.5))
+    def handle(job: Slow, ctx: JobContext) -> None:
+        stuck.wait(30)  # ignores ctx.cancelled
+
+    queue = DatabaseQueue(db, registry, options(lease=1.0))
+    queue.enqueue(Slow(5), Dispatch(tenant_id=TENANT))
+    ended = threading.Event()
+    thread = threading.Thread(target=lambda: (QueueWorker(queue).run_once(QUEUE),
+                                              ended.set()))
+    thread.start()
+    try:
+        assert ended.wait(10), "the slot was held until the handler returned"
+        assert not stuck.is_set()
+    finally:
+        stuck.set()
+        thread.join(10)
+
+
 def test_an_async_handler_is_cancelled_at_its_timeout(db):
     registry = JobRegistry()
     cancelled = []
