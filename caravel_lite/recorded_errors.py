@@ -59,9 +59,7 @@ def message_of(error: BaseException, options: "QueueOptions") -> Optional[str]:
     if not text:
         return None
     assert isinstance(text, str)
-    # PostgreSQL text cannot hold NUL, and a refused write would leave the failure
-    # unrecorded and the job leased: it is stored as the four characters \x00.
-    return cap_description(text.replace("\x00", "\\x00"))  # 1 KiB, as describe_failure's
+    return cap_description(text)  # 1 KiB, NUL escaped: as describe_failure's text
 
 
 def short_trace(error: BaseException) -> Optional[str]:

@@ -103,6 +103,8 @@ def test_a_recorded_message_with_a_nul_character_is_stored(db):
     # leased, and every attempt failed the same way.
     record = _fail_once(db, QueueOptions(record_errors=True), "bad header b'\x00\x01'")
     assert record.message == "bad header b'\\x00\x01'"
+    record = _fail_once(db, QueueOptions(describe_failure=str), "nul \x00")
+    assert record.description == "nul \\x00"
 
 
 def test_a_redactor_that_fails_stores_no_message(db):
