@@ -9,7 +9,8 @@
   the handler then does, ends the job CANCELLED (:meth:`Cancelling.end_cancelled`).
 - A request the worker never saw is still honoured: the lease operations that would
   run the job again (retry after a failure, hand-back, snooze, the sweep of an expired
-  lease) do not match a row with a request, and the job ends CANCELLED instead. A
+  lease) or dead-letter it (a replay of the dead letters would run it) do not match a
+  row with a request, and the job ends CANCELLED instead. A
   worker that is gone leaves its lease to expire; the sweep then ends it CANCELLED.
   Only a completion is not held back: a handler that succeeded before its worker saw
   the request leaves the job COMPLETED (the work was done).

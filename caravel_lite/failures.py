@@ -108,8 +108,10 @@ def raise_site(error: BaseException) -> Optional[str]:
 
 
 def cap_description(text: str) -> str:
-    """At most DESCRIPTION_BYTES of UTF-8, cut at a character boundary."""
-    data = text.encode("utf-8", "replace")
+    """At most DESCRIPTION_BYTES of UTF-8, cut at a character boundary, a NUL written
+    as the four characters \\x00 (PostgreSQL text cannot hold NUL: the failure's
+    write was refused, leaving the job leased)."""
+    data = text.replace("\x00", "\\x00").encode("utf-8", "replace")
     if len(data) <= DESCRIPTION_BYTES:
         return data.decode("utf-8")
     return data[:DESCRIPTION_BYTES].decode("utf-8", "ignore")

@@ -1,8 +1,8 @@
 """Paused queues (migration 0009): one row per queue that no worker claims from.
 
 Pausing changes nothing about the jobs: enqueue goes on, running jobs finish and are
-acknowledged as usual, and a worker serving several queues keeps claiming from the
-others. A worker reads the paused set at most once a second (:data:`READ_INTERVAL`,
+acknowledged as usual (jobs a worker claimed ahead and has not started are handed
+back), and a worker serving several queues keeps claiming from the others. A worker reads the paused set at most once a second (:data:`READ_INTERVAL`,
 one small read per worker, never one per job or per claim), so it stops claiming from
 a queue within about a second of the pause and, while any of its queues is paused,
 wakes at least once a second, so it claims again within about a second of the resume

@@ -333,7 +333,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancell
         Fenced by the lease, so it may be repeated (a repeat answers False and writes
         no second history row). A lost reply: the row is read back, and True when it
         holds this call's write, else the failure is sent again. A job with a cancel
-        request (:mod:`caravel_lite.cancel`) is not retried: it ends CANCELLED (True)."""
+        request (:mod:`caravel_lite.cancel`) is neither retried nor dead-lettered: it ends
+        CANCELLED (True)."""
         if not isinstance(failure, Failure):
             raise InvalidField("failure", f"must be a caravel_lite.Failure, got {failure!r}")
         if error is not None and not isinstance(error, BaseException):

@@ -61,7 +61,7 @@ def message_of(error: BaseException, options: "QueueOptions") -> Optional[str]:
     if not text:
         return None
     assert isinstance(text, str)
-    return cap_description(text)  # 1 KiB: the same cap as describe_failure's text
+    return cap_description(text)  # 1 KiB, NUL escaped: as describe_failure's text
 
 
 def short_trace(error: BaseException) -> Optional[str]:

@@ -74,7 +74,8 @@ class Statements:
         expired = f"queue = {p} AND state = '{LEASED}' AND lease_expires_at <= {p}"
         cleared = "lease_token = NULL, lease_expires_at = NULL"
         # A job with a cancel request (caravel_lite.cancel) is never made runnable
-        # again: these statements skip it, and it ends CANCELLED instead.
+        # again, nor dead-lettered (a replay of the dead letters would run it again):
+        # these statements skip it, and it ends CANCELLED instead.
         unrequested = "AND cancel_requested_at IS NULL"
         return cls(
             insert=f"INSERT INTO {t} ({', '.join(JOB_COLUMNS)}) VALUES ({values})",
@@ -126,7 +127,7 @@ class Statements:
             # params: failure, now_ms (finished), now_ms (updated), id, token, now_ms
             dead_letter=(
                 f"UPDATE {t} SET state = '{DEAD}', last_failure = {p}, {cleared}, "
-                f"finished_at = {p}, updated_at = {p} WHERE {owned}"),
+                f"finished_at = {p}, updated_at = {p} WHERE {owned} {unrequested}"),
             # Hand an owned job back: PENDING, the claim's attempt given back, due time
             # and last failure as they were. params: now_ms (updated), id, token, now_ms
             release=(

@@ -66,8 +66,11 @@ class RunControl:
         try:
             if self._registered and self._beats.beat(self.worker_id, running, self._now_ms()):
                 return
-            self._beats.register(self.worker_id, self.names, self.concurrency, self._now_ms())
+            # Set first: an insert whose reply was lost may have written the row, which
+            # the next beat then refreshes (inserting it again fails on its key, every
+            # beat) and close removes.
             self._registered = True
+            self._beats.register(self.worker_id, self.names, self.concurrency, self._now_ms())
         except peewee.DatabaseError as exc:
             logger.warning("worker %s: heartbeat not written (%s); tried again in %.0f s",
                            self.worker_id, type(exc).__name__, BEAT,

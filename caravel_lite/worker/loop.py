@@ -228,11 +228,15 @@ class RunLoop:
         behind a handler that outlives their lease, they were neither started nor
         handed back until their lease expired."""
         cutoff = self.settler.clock() + self.settler.stale_margin
-        stale = [lease for lease in self.waiting if lease.expires_at <= cutoff]
+        # Those of a paused queue too: a pause stops jobs starting, not only claims.
+        paused = self.control.paused
+        stale = [lease for lease in self.waiting
+                 if lease.expires_at <= cutoff or paused(lease.context.queue)]
         for lease in stale:
             self.waiting.remove(lease)
         for key, execution in list(self.running.items()):
-            if (execution.started_at is None and execution.lease.expires_at <= cutoff
+            if (execution.started_at is None and (execution.lease.expires_at <= cutoff
+                                                  or paused(execution.lease.context.queue))
                     and execution.take()):
                 del self.running[key]
                 if execution.is_async:

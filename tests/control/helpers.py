@@ -39,9 +39,10 @@ def wait_ready(directory: Path, job_id, timeout: float = 10.0) -> None:
 class Running:
     """``QueueWorker.run`` in a thread, on its own connection, until :meth:`stop`."""
 
-    def __init__(self, db_url: str, names: Sequence[str] = (QUEUE,), **options: Any) -> None:
+    def __init__(self, db_url: str, names: Sequence[str] = (QUEUE,), prefetch: Any = None,
+                 **options: Any) -> None:
         self.queue = queue_on(db_url, **options)
-        self.worker = QueueWorker(self.queue, poll_interval=0.2)
+        self.worker = QueueWorker(self.queue, poll_interval=0.2, prefetch=prefetch)
         self.halt = threading.Event()
         self.errors: List[BaseException] = []
         self.thread = threading.Thread(target=self._main, args=(list(names),), daemon=True)

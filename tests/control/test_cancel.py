@@ -81,14 +81,17 @@ def test_a_leased_job_gets_a_request_and_ends_cancelled_when_its_lease_expires(d
     assert state(queue, job) is JobState.CANCELLED
 
 
-@pytest.mark.parametrize("how", ["fail", "release", "snooze"])
+@pytest.mark.parametrize("how", ["fail", "fail-last", "discard", "release", "snooze"])
 def test_a_request_the_worker_never_saw_holds_back_every_way_to_run_again(db, clock, how):
-    queue = make(db, clock, max_attempts=3)
+    # A dead letter would run again at the first replay of the dead letters.
+    queue = make(db, clock, max_attempts=1 if how == "fail-last" else 3)
     job = enqueue(queue)
     lease = queue.claim(QUEUE)
     assert queue.cancel(job, QUEUE, TENANT)
-    if how == "fail":
+    if how in ("fail", "fail-last"):
         assert queue.fail(lease, Failure.HANDLER_FAILED, error=ValueError("x"))
+    elif how == "discard":
+        assert queue.fail(lease, Failure.DISCARDED, error=ValueError("x"))
     elif how == "release":
         assert queue.release(lease)
     else:

@@ -8,11 +8,14 @@ import signal
 import socket
 from datetime import timedelta
 
-from caravel_lite import QueueAdmin
-from caravel_lite.heartbeats import BEAT, LOST_BEATS
+import peewee
+
+from caravel_lite import DatabaseQueue, QueueAdmin
+from caravel_lite.heartbeats import BEAT, LOST_BEATS, Heartbeats
 from caravel_lite.testing import ManualClock
+from caravel_lite.worker.control import RunControl
 from tests.cli import procs
-from tests.control.app import OTHER, QUEUE, READY_ENV, Hold
+from tests.control.app import OTHER, QUEUE, READY_ENV, Hold, registry
 from tests.control.helpers import Running, enqueue, queue_on, wait_ready
 from tests.support import wait_for
 
@@ -59,3 +62,23 @@ def test_a_killed_workers_row_is_shown_lost_after_three_beats(db_url):
             worker.kill()
         procs.finish(worker)
         queue.db.close()
+
+
+def test_a_heartbeat_row_whose_insert_reply_was_lost_is_refreshed_and_removed(db, monkeypatch):
+    register = Heartbeats.register
+
+    def insert_then_lose_the_reply(self, *args):
+        register(self, *args)
+        monkeypatch.setattr(Heartbeats, "register", register)
+        raise peewee.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(Heartbeats, "register", insert_then_lose_the_reply)
+    clock = ManualClock()
+    run = RunControl(DatabaseQueue(db, registry, clock=clock), [QUEUE], 2)
+    run._beat(0)  # the row is written, the reply lost
+    clock.advance(timedelta(seconds=BEAT * LOST_BEATS + 1))
+    run._beat(1)  # refreshes that row (an insert again would fail on its key, every beat)
+    (row,) = QueueAdmin(db, clock=clock).workers()
+    assert row.worker_id == run.worker_id and row.running == 1 and not row.lost
+    run.close()
+    assert QueueAdmin(db, clock=clock).workers() == ()

@@ -50,6 +50,26 @@ def test_a_worker_on_two_queues_serves_the_other_while_one_is_paused(db_url, tmp
         run.stop()
 
 
+def test_jobs_claimed_ahead_from_a_paused_queue_are_handed_back_unstarted(db_url, tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.setenv(READY_ENV, str(tmp_path))
+    queue = queue_on(db_url)
+    running = enqueue(queue, Hold(2.5))
+    ahead = [enqueue(queue, Quick(n)) for n in range(3)]  # one claim leases all four
+    run = Running(db_url, prefetch=4, lease_duration=timedelta(seconds=10))
+    try:
+        wait_ready(tmp_path, running)
+        assert QueueAdmin(queue.db).pause(QUEUE)
+        for job_id in ahead:  # they started after the pause before (the lease was theirs)
+            wait_state(queue, job_id, JobState.PENDING, timeout=5)
+        wait_state(queue, running, JobState.COMPLETED)
+        assert {state_of(queue, j) for j in ahead} == {JobState.PENDING}
+        assert {QueueAdmin(queue.db).job(j).attempts for j in ahead} == {0}  # given back
+    finally:
+        run.stop()
+        queue.db.close()
+
+
 def test_a_worker_whose_only_queue_is_paused_waits_without_spinning(db_url, monkeypatch):
     reads = []
     real = Pauses.paused

@@ -71,9 +71,9 @@ def test_a_running_jobs_progress_is_shown(db_url, tmp_path, monkeypatch):
     assert 1 <= len(writes) <= 3  # 200 reports over 1.6 s: one write a second at most
 
 
-def _fail_once(db, options):
+def _fail_once(db, options, message="card 4111-1111 declined " + "x" * 3000):
     queue = DatabaseQueue(db, registry, options)
-    job_id = queue.enqueue(Boom("card 4111-1111 declined " + "x" * 3000),
+    job_id = queue.enqueue(Boom(message),
                            Dispatch(queue=QUEUE, tenant_id=TENANT)).job_id
     QueueWorker(queue).run_once(QUEUE)
     (record,) = QueueAdmin(db).job(job_id).failures
@@ -96,6 +96,15 @@ def test_recorded_errors_are_redacted_capped_and_carry_no_locals(db, caplog):
     assert "local-secret-value" not in record.trace
     assert "card [card] declined" in caplog.text  # the failure log line has it too
     assert "4111" not in caplog.text
+
+
+def test_a_recorded_message_with_a_nul_character_is_stored(db):
+    # PostgreSQL text cannot hold NUL: the failure's write was refused, the job left
+    # leased, and every attempt failed the same way.
+    record = _fail_once(db, QueueOptions(record_errors=True), "bad header b'\x00\x01'")
+    assert record.message == "bad header b'\\x00\x01'"
+    record = _fail_once(db, QueueOptions(describe_failure=str), "nul \x00")
+    assert record.description == "nul \\x00"
 
 
 def test_a_redactor_that_fails_stores_no_message(db):
