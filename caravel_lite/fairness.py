@@ -44,6 +44,9 @@ from caravel_lite.values import ClaimBatch, QueueLease
 EXTRA_VISITS = 8
 UNGROUPED_EVERY = 8
 UNGROUPED_READ = 4
+# How many of a head row's values are LEASE_COLUMNS; the one after them is the job's
+# key (head) or group (ungrouped).
+LEASE_WIDTH = len(LEASE_COLUMNS.split(","))
 # A job chosen by a claim (its row: LEASE_COLUMNS and its key) and the slots taken for it.
 Chosen = Tuple[Sequence[Any], List[Taken]]
 
@@ -138,9 +141,9 @@ class GroupClaimer:
         rows = self.db.execute_sql(self.ungrouped, (queue_name, now_ms)).fetchall()
         chosen: List[Chosen] = []
         for row in rows:
-            if row[9] is not None or len(chosen) >= limit:
+            if row[LEASE_WIDTH] is not None or len(chosen) >= limit:
                 continue  # a grouped job: the rotation's
-            picked, stopped = self._gate(queue_name, (*row[:9], None), token, now_ms,
+            picked, stopped = self._gate(queue_name, (*row[:LEASE_WIDTH], None), token, now_ms,
                                          expires_ms)
             if picked is not None:
                 chosen.append(picked)
@@ -152,7 +155,7 @@ class GroupClaimer:
               expires_ms: int) -> Tuple[Optional[Chosen], bool]:
         """The job of ``row`` with a slot of each of its limits taken for it, or None;
         and whether the queue itself is out of starts."""
-        gates = self.policy.gates(queue_name, row[3], row[9])
+        gates = self.policy.gates(queue_name, row[3], row[LEASE_WIDTH])
         if not gates:
             return (row, []), False
         # The claim will raise the job's attempt count by one (row[1]: as observed).
@@ -170,7 +173,7 @@ class GroupClaimer:
         another claimer took first."""
         if not chosen:
             return []
-        leases = self.claimer._take(queue_name, [row[:9] for row, _ in chosen], now_us,
+        leases = self.claimer._take(queue_name, [row[:LEASE_WIDTH] for row, _ in chosen], now_us,
                                     now_ms, expires_ms, token)
         leased = {str(lease.job_id) for lease in leases}
         for row, taken in chosen:
