@@ -71,13 +71,15 @@ class GroupClaimer:
         self.first_group = f"{groups} ORDER BY flow_group LIMIT 1"
         self.next_group = f"{groups} AND flow_group > {p} ORDER BY flow_group LIMIT 1"
         # params: queue, group, now_ms, how many
-        self.head = (f"SELECT {LEASE_COLUMNS}, concurrency_key FROM {t} WHERE queue = {p} "
+        self.head = (f"SELECT {LEASE_COLUMNS}, concurrency_key, updated_at FROM {t} "
+                     f"WHERE queue = {p} "
                      f"AND state = '{PENDING}' AND flow_group = {p} AND available_at <= {p} "
                      f"AND attempts < max_attempts "
                      f"ORDER BY priority, available_at, enqueued_at, id LIMIT {p}")
         # params: queue, now_ms (the ordinary claim order, through the claim index)
         self.ungrouped = (
-            f"SELECT {LEASE_COLUMNS}, flow_group FROM {JOBS_TABLE} WHERE queue = {p} "
+            f"SELECT {LEASE_COLUMNS}, flow_group, updated_at FROM {JOBS_TABLE} "
+            f"WHERE queue = {p} "
             f"AND state = '{PENDING}' AND available_at <= {p} AND attempts < max_attempts "
             f"ORDER BY priority, available_at, enqueued_at, id LIMIT {UNGROUPED_READ}")
 
@@ -143,8 +145,9 @@ class GroupClaimer:
         for row in rows:
             if row[LEASE_WIDTH] is not None or len(chosen) >= limit:
                 continue  # a grouped job: the rotation's
-            picked, stopped = self._gate(queue_name, (*row[:LEASE_WIDTH], None), token, now_ms,
-                                         expires_ms)
+            picked, stopped = self._gate(queue_name,
+                                         (*row[:LEASE_WIDTH], None, row[LEASE_WIDTH + 1]),
+                                         token, now_ms, expires_ms)
             if picked is not None:
                 chosen.append(picked)
             if stopped:
@@ -158,9 +161,11 @@ class GroupClaimer:
         gates = self.policy.gates(queue_name, row[3], row[LEASE_WIDTH])
         if not gates:
             return (row, []), False
-        # The claim will raise the job's attempt count by one (row[1]: as observed).
+        # The claim will raise the job's attempt count by one (row[1]: as observed);
+        # the row's last write as observed (the value after its key) dates the slot.
         taken, blocked = self.slots.take_all(gates, str(row[0]), token, int(row[1]) + 1,
-                                             now_ms, expires_ms)
+                                             now_ms, expires_ms,
+                                             int(row[LEASE_WIDTH + 1] or 0))
         if taken is None:
             with self._lock:
                 self._held[queue_name] = True

@@ -88,15 +88,16 @@ class Slots:
         return self._window_passed, (now_ms - gate.period_ms,)
 
     def take_all(self, gates: Sequence[Gate], holder: str, token: str, attempt: int,
-                 now_ms: int, expires_ms: int
+                 now_ms: int, expires_ms: int, seen_ms: int = 0
                  ) -> Tuple[Optional[List[Taken]], Optional[Gate]]:
         """Take one slot of every gate, in order, for job ``holder`` under ``token``,
-        whose claim will make it attempt ``attempt``:
+        whose claim will make it attempt ``attempt`` (its row last written at
+        ``seen_ms``, as the claim read it):
         (the slots taken, None), or (None, the gate that had none free) after handing
         back the ones taken before it."""
         taken: List[Taken] = []
         for gate in gates:
-            slot = self.take(gate, holder, token, attempt, now_ms, expires_ms)
+            slot = self.take(gate, holder, token, attempt, now_ms, expires_ms, seen_ms)
             if slot is None:
                 self.undo(taken, holder, token)
                 return None, gate
@@ -104,13 +105,18 @@ class Slots:
         return taken, None
 
     def take(self, gate: Gate, holder: str, token: str, attempt: int, now_ms: int,
-             expires_ms: int) -> Optional[int]:
+             expires_ms: int, seen_ms: int = 0) -> Optional[int]:
         """The number of a slot of ``gate`` taken for ``holder``, or None if all are
         busy. Each try is one conditional UPDATE (or the INSERT of a slot never used),
         so two claimers never hold one slot; a lost reply reads the slot back (its
         holder and token say whether the lost write landed)."""
         free, free_params = self._free(gate, now_ms)
-        values = (holder, token, attempt, now_ms, expires_ms)
+        # A concurrency slot is dated no earlier than the job's last write the claim
+        # saw: a slot counts as free once the job is written after it was taken, and a
+        # write stamped by a later clock (another process's hand-back, a sweep, landing
+        # after this claim read its clock) would free it while the claim still leases.
+        taken_ms = now_ms if gate.period_ms is not None else max(now_ms, seen_ms)
+        values = (holder, token, attempt, taken_ms, expires_ms)
         for (slot,) in self.db.execute_sql(self._read.format(free=free),
                                            (*free_params, gate.scope, gate.count)).fetchall():
             if self._try(gate, int(slot), True, values, free, free_params):

@@ -121,3 +121,31 @@ def test_a_queue_without_flow_control_writes_no_group(db):
     queue.enqueue(Task(1), to("t"))
     assert list(db.execute_sql("SELECT flow_group, concurrency_key FROM caravel_jobs")) \
         == [(None, None)]
+
+
+def test_a_job_last_written_by_a_later_clock_keeps_the_slot_its_claim_took(db):
+    # A claim dates its slots with its own clock; a job handed back by another process
+    # (its clock ahead, or its write landing after this claim began) was written later
+    # than that. The slot must not read as free between its take and the lease.
+    at = {"a": START, "b": START, "c": START + timedelta(seconds=1, milliseconds=3)}
+    reg = registry(concurrency_limit=1)
+    qa, qb, qc = (make_queue(db, reg, clock=lambda name=name: at[name], fair_tenants=True)
+                  for name in "abc")
+    first = qa.enqueue(Export(1), to("x", key="k")).job_id
+    qa.enqueue(Export(2), to("y", key="k"))
+    lease = qc.claim(QUEUE)
+    at["c"] += timedelta(milliseconds=2)
+    assert lease.job_id == first and qc.release(lease)
+    at["a"] = at["b"] = START + timedelta(seconds=1)
+    qb._groups._cursor[QUEUE] = "x"  # B's rotation is past tenant x: B looks at y
+    between = []
+    take_all = qa._groups.slots.take_all
+
+    def take_then_b_claims(*args, **kwargs):
+        taken = take_all(*args, **kwargs)
+        between.append(qb.claim(QUEUE))
+        return taken
+
+    qa._groups.slots.take_all = take_then_b_claims
+    assert qa.claim(QUEUE).job_id == first
+    assert between == [None]
