@@ -22,7 +22,8 @@ rotates on its own, so each gives every group its turn).
 Jobs of a gated queue that were written without a group (before migration 0010, or by
 a process whose options declare no flow control) are read in the ordinary claim order
 on every :data:`UNGROUPED_EVERY`-th claim and whenever the groups gave nothing, four
-at a time: they wait, never starve.
+at a time in the ordinary order, grouped jobs skipped: four or more grouped jobs held
+back by a limit ahead of them hold them until those start (the README's known limits).
 """
 from __future__ import annotations
 
