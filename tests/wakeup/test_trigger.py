@@ -41,7 +41,9 @@ def test_0003_is_applied_everywhere_and_creates_triggers_only_where_notify(new_d
         assert "0003_notify_trigger" in migrate(db)
         check_schema(db)
         if dialect_of(db).change_signal == "notify":
-            assert _triggers(db, backend) == ["caravel_jobs_notify_insert",
+            # 0003's two, and 0008's (queue.wait's signal of finished jobs).
+            assert _triggers(db, backend) == ["caravel_jobs_notify_finish",
+                                              "caravel_jobs_notify_insert",
                                               "caravel_jobs_notify_update"]
         else:
             assert _triggers(db, backend) == []
@@ -56,7 +58,7 @@ def test_0003_is_applied_everywhere_and_creates_triggers_only_where_notify(new_d
         assert _triggers(db, backend) == []
         assert pending_migrations(db) == later
         assert migrate(db) == later
-        assert len(_triggers(db, backend)) == (2 if backend == "postgres" else 0)
+        assert len(_triggers(db, backend)) == (3 if backend == "postgres" else 0)
 
 
 def _insert_trigger_is_per_row(db) -> bool:
