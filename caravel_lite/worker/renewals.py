@@ -99,13 +99,20 @@ class Renewer(Ticker):
         CANCELLED. Bounded like a renewal; a failed read is tried at the next poll
         (a request is never lost: it stays on the row)."""
         now = time.monotonic()
-        if now < self._next_poll:
-            return
-        self._next_poll = now + POLL_INTERVAL
         watched = {c.lease._id_text(): c for c in controls
                    if not c.done and not c.cancel_requested}
         if not watched:
+            self._next_poll = 0.0  # idle: the next running job starts the clock again
             return
+        if self._next_poll == 0.0:
+            # The first read one interval after jobs began to run, not at once: a job
+            # that ends within a second (most jobs, and run_once's) costs no read and
+            # opens no connection in this thread; a request is still seen within it.
+            self._next_poll = now + POLL_INTERVAL
+            return
+        if now < self._next_poll:
+            return
+        self._next_poll = now + POLL_INTERVAL
         queue = self._registry.queue
         self._used_db = True
         try:

@@ -101,3 +101,20 @@ def test_a_killed_workers_job_is_cancelled_at_its_lease_expiry_never_rerun(db_ur
             worker.kill()
         procs.finish(worker)
         queue.db.close()
+
+
+def test_a_job_shorter_than_the_poll_interval_costs_no_read_of_cancel_requests(
+        backend, db_url, monkeypatch):
+    """The renewer's first read of cancel requests comes one interval after jobs began
+    to run: run_once of a quick job sends none (and opens no connection in the
+    renewer's thread, whose late close raced a script's clean-up of its SQLite files)."""
+    queue = queue_on(db_url)
+    reads = []
+    requested = queue.cancels.requested
+    monkeypatch.setattr(queue.cancels, "requested",
+                        lambda db, watched: reads.append(list(watched)) or requested(db, watched))
+    job_id = enqueue(queue, Stubborn(0.5))  # half a second: several renewer ticks
+    from caravel_lite import QueueWorker
+    assert QueueWorker(queue).run_once(QUEUE)
+    assert state_of(queue, job_id) is JobState.COMPLETED
+    assert reads == []
