@@ -10,14 +10,9 @@ dashboard shows every tenant's jobs.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import sys
-import threading
 from typing import Any
 
-from caravel_lite.cli import common
-from caravel_lite.errors import InvalidField
+from caravel_lite.cli import common, serving
 from caravel_lite.migrator import check_schema
 
 DEFAULT_BIND = "127.0.0.1:8080"
@@ -68,17 +63,7 @@ def _scheduler(spec: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     web, server_module = _web()
-    from caravel_lite.web.auth import check_bind, parse_bind
-
-    try:
-        bind = parse_bind(args.bind)
-        auth = web.auth_from_environ(os.environ)
-        check_bind(bind, auth)
-    except InvalidField as exc:
-        raise common.UsageError(str(exc)) from None
-    if auth is not None:
-        common.masker_of(args).add_secret(getattr(auth, "token", None))
-        common.masker_of(args).add_secret(getattr(auth, "password", None))
+    bind, auth = serving.bind_and_auth(args)
     common.configure_logging(args.log_level)
     with common.connected(args) as db:
         check_schema(db)
@@ -93,27 +78,10 @@ def run(args: argparse.Namespace) -> int:
         server = server_module.make_dashboard_server(app, bind)
     except OSError as exc:
         raise common.CommandFailed(f"cannot listen on {bind}: {common.one_line(exc)}") from None
-    host = f"[{bind.host}]" if ":" in bind.host else bind.host
+    host = serving.display_host(bind)
     mode = ("read-only" if args.read_only else
             "actions enabled" if auth is not None else
             "view only: set CARAVEL_DASHBOARD_TOKEN to enable actions")
     print(f"caravel-lite dashboard: serving http://{host}:{server.server_port}/ ({mode}; "
           f"payloads {'shown' if args.show_payloads else 'hidden'})", flush=True)
-    stopping = threading.Event()
-
-    def stop(signum: int, frame: Any) -> None:
-        # shutdown() waits for serve_forever to return, so it runs in another thread.
-        if not stopping.is_set():
-            stopping.set()
-            threading.Thread(target=server.shutdown, daemon=True).start()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        server.serve_forever(poll_interval=0.5)
-    except KeyboardInterrupt:  # Ctrl+C is how a foreground server is stopped
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        server.server_close()
-    print("caravel-lite dashboard: stopped", file=sys.stderr, flush=True)
-    return common.OK
+    return serving.serve_until_stopped(server, "dashboard")

@@ -12,14 +12,9 @@ state).
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import sys
-import threading
 from typing import Any
 
-from caravel_lite.cli import common
-from caravel_lite.errors import InvalidField
+from caravel_lite.cli import common, serving
 from caravel_lite.migrator import check_schema
 
 DEFAULT_BIND = "127.0.0.1:9464"
@@ -51,17 +46,7 @@ def _metrics() -> Any:
 
 def run(args: argparse.Namespace) -> int:
     metrics = _metrics()
-    from caravel_lite.access import auth_from_environ, check_bind, parse_bind
-
-    try:
-        bind = parse_bind(args.bind)
-        auth = auth_from_environ(os.environ)
-        check_bind(bind, auth)
-    except InvalidField as exc:
-        raise common.UsageError(str(exc)) from None
-    if auth is not None:
-        common.masker_of(args).add_secret(getattr(auth, "token", None))
-        common.masker_of(args).add_secret(getattr(auth, "password", None))
+    bind, auth = serving.bind_and_auth(args)
     common.configure_logging(args.log_level)
     with common.connected(args) as db:
         check_schema(db)
@@ -73,24 +58,8 @@ def run(args: argparse.Namespace) -> int:
         server = metrics.make_metrics_server(app, bind)
     except OSError as exc:
         raise common.CommandFailed(f"cannot listen on {bind}: {common.one_line(exc)}") from None
-    host = f"[{bind.host}]" if ":" in bind.host else bind.host
+    host = serving.display_host(bind)
     print(f"caravel-lite metrics: serving http://{host}:{server.server_port}/metrics "
           f"({'authentication required' if auth is not None else 'loopback only'})",
           flush=True)
-    stopping = threading.Event()
-
-    def stop(signum: int, frame: Any) -> None:
-        if not stopping.is_set():
-            stopping.set()
-            threading.Thread(target=server.shutdown, daemon=True).start()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        server.serve_forever(poll_interval=0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        server.server_close()
-    print("caravel-lite metrics: stopped", file=sys.stderr, flush=True)
-    return common.OK
+    return serving.serve_until_stopped(server, "metrics")
