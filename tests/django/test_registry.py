@@ -30,7 +30,7 @@ def test_a_task_outside_the_registered_modules_is_refused_at_enqueue(project):
     from caravel_lite.contrib.django.contract import tasks
 
     with pytest.raises(compat.InvalidTask, match="not registered"):
-        tasks.add.using(backend="probe_unlisted").enqueue(1, 2)
+        tasks.add.using(backend="probe_unlisted", queue_name="unlisted").enqueue(1, 2)
 
 
 @dataclass(frozen=True)

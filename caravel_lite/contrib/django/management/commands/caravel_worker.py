@@ -14,6 +14,7 @@ from typing import Any, List, NoReturn
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from caravel_lite.contrib.django import overlap
 from caravel_lite.contrib.django.compat import task_backends
 
 # Django's own options, which manage.py has already acted on.
@@ -44,6 +45,10 @@ def worker_argv(argv: List[str]) -> List[str]:
         raise CommandError(f"TASKS has no backend {alias!r}") from None
     if not hasattr(backend, "tasks"):
         raise CommandError(f"TASKS[{alias!r}] is not a CaravelBackend")
+    # Refused even under --skip-checks: this worker would fail the other's jobs.
+    clashes = overlap.overlaps_of(alias)
+    if clashes:
+        raise CommandError(clashes[0].message())
     if "--queue" not in [v.split("=", 1)[0] for v in rest]:
         if not backend.queues:
             raise CommandError(f"TASKS[{alias!r}] lists no QUEUES: name them with --queue")
