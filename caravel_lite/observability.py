@@ -76,7 +76,7 @@ class Telemetry:
             # No tracing installed: skip the span machinery altogether (it cost about a
             # third of a fast worker's throughput while recording nothing), down to the
             # generator a context manager function would build for every job.
-            return _NO_SPAN
+            return NO_SPAN
         return self._recorded(name, attributes, origin)
 
     def tracing(self) -> bool:
@@ -124,7 +124,7 @@ class _NoSpan:
         return None
 
 
-_NO_SPAN = _NoSpan()
+NO_SPAN = _NoSpan()
 
 
 # The global tracer provider can be installed only once, so a "configured" answer is

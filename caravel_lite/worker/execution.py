@@ -37,7 +37,7 @@ from typing import Any, Callable, ContextManager, Dict, Optional
 
 from caravel_lite import codec, effects, job_options, results, tracing
 from caravel_lite.logfields import lease_fields
-from caravel_lite.observability import Telemetry, logger
+from caravel_lite.observability import NO_SPAN, Telemetry, logger
 from caravel_lite.outcomes import Discard, Snooze
 from caravel_lite.values import Failure, QueueLease
 from caravel_lite.worker import timeouts
@@ -144,6 +144,14 @@ def span_attributes(lease: QueueLease) -> Dict[str, Any]:
             "wire_name": lease.wire_name}
 
 
+def job_span(telemetry: Telemetry, execution: "Execution") -> ContextManager[Any]:
+    """The span of a job's run; the shared no-op one, with no attributes built, while
+    nothing traces (every job asks)."""
+    if not telemetry.tracing():
+        return NO_SPAN
+    return telemetry.span(SPAN_NAME, span_attributes(execution.lease), execution.origin)
+
+
 class Runner:
     """Runs executions: in the calling thread (:meth:`run`) or as a task on the event
     loop (:meth:`run_async`); each ends with ``finished(execution)``."""
@@ -175,8 +183,7 @@ class Runner:
         ``SystemExit`` from the handler is raised again after that."""
         control = execution.control
         interrupt: Optional[BaseException] = None
-        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease),
-                                 execution.origin) as span:
+        with job_span(self.telemetry, execution) as span:
             try:
                 if control.ctx.cancelled.is_set():  # stopped before it started
                     execution.settlement = self._unstarted(control)
@@ -227,8 +234,7 @@ class Runner:
         the handler raises escapes this task (a ``SystemExit`` escaping a task would
         stop the event loop, and every async job after it with it)."""
         control = execution.control
-        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease),
-                                 execution.origin) as span:
+        with job_span(self.telemetry, execution) as span:
             try:
                 task = asyncio.current_task()
                 assert task is not None
