@@ -62,6 +62,7 @@ class RunResult:
     enqueued: int = 0
     workers_started: int = 0
     stale_claims: int = 0   # leases that reached a worker with under half their time
+    frozen_claims: int = 0  # leases lost while the machine froze their worker
     leased_after_stop: int = 0  # jobs leased once the chaos phase's workers stopped
     violations: Dict[str, List[str]] = field(default_factory=dict)
 
@@ -348,7 +349,8 @@ def describe(result: RunResult) -> str:
              "  stops: " + _counts(result.stops),
              "  handler runs by outcome: " + _counts(result.outcomes),
              f"  leases that reached their worker with under half their time left: "
-             f"{result.stale_claims}; jobs leased when the workers had stopped: "
+             f"{result.stale_claims}; lost while their worker was frozen: "
+             f"{result.frozen_claims}; jobs leased when the workers had stopped: "
              f"{result.leased_after_stop}"]
     if not result.violations:
         lines.append("  invariants: all held")

@@ -44,6 +44,11 @@ BEFORE_STOP = 25_000
 # A handler that ends this close to its lease's lifetime (max_lease_lifetime from the
 # claim) cannot be promised its acknowledgement: the write has to land before then.
 LIFETIME_MARGIN = SECOND // 2
+# A worker whose ticker (tests.chaos.worker.TICK, every 0.1 s) went silent this long
+# was not running: a loaded machine gave the process no CPU. A lease that ran out in
+# such a freeze could be neither started nor handed back by any worker, so what its
+# loss leaves (an unstarted lease, an attempt spent) is excused there, and counted.
+FROZEN = SECOND // 2
 
 DESCRIPTIONS = {
     "unfinished": "every job reached a final state (completed or dead-lettered)",
@@ -107,6 +112,8 @@ class Evidence:
     ends: List[Tuple[Key, Logged]] = field(default_factory=list)
     accepted: List[Tuple[str, bool, bool]] = field(default_factory=list)
     stale_claims: int = 0  # leases that arrived with less than half their time left
+    frozen_claims: int = 0  # leases lost while their worker was frozen (FROZEN)
+    ticks: Dict[int, List[int]] = field(default_factory=lambda: defaultdict(list))
     # Leases left when every worker of the chaos phase had stopped (job id, attempt).
     leased_after_stop: Set[Key] = field(default_factory=set)
 
@@ -147,6 +154,8 @@ class Evidence:
                 elif len(words) == 4 and words[0] == "start":
                     self.starts[(words[1], int(words[2]))].append(
                         Logged(worker.pid, int(words[3])))
+                elif len(words) == 2 and words[0] == "tick":
+                    self.ticks[worker.pid].append(int(words[1]))
                 elif len(words) == 5 and words[0] == "end":
                     self.ends.append(((words[1], int(words[2])),
                                       Logged(worker.pid, int(words[4]), words[3])))
@@ -173,6 +182,17 @@ class Evidence:
         if worker is None:
             return False
         return any(w.overlaps(start_us / SECOND, end_us / SECOND) for w in worker.windows())
+
+    def frozen(self, pid: int, start_us: int, end_us: int) -> bool:
+        """Whether ``pid``'s ticks stopped for FROZEN or longer at some time in the span
+        (a process that wrote no tick at all is not judged frozen)."""
+        ticks = self.ticks.get(pid)
+        if not ticks:
+            return False
+        for before, after in zip(ticks, ticks[1:]):
+            if after - before >= FROZEN and before < end_us and after > start_us:
+                return True
+        return False
 
     def claimed_us(self, key: Key, pid: int, before_us: int) -> Optional[int]:
         """When ``pid``'s claim of ``key`` that its run at ``before_us`` started from
@@ -249,7 +269,8 @@ def check(evidence: Evidence) -> Dict[str, List[str]]:
             continue
         record = evidence.run_row(key, logged.pid)
         started = record.started_us if record is not None else logged.at_us - lease_us
-        if evidence.stalled(logged.pid, started, logged.at_us + lease_us):
+        if evidence.stalled(logged.pid, started, logged.at_us + lease_us) \
+                or evidence.frozen(logged.pid, started, logged.at_us + lease_us):
             continue
         claimed = evidence.claimed_us(key, logged.pid, started)
         if claimed is not None and logged.at_us > claimed + lifetime_us - LIFETIME_MARGIN:
@@ -282,6 +303,9 @@ def check(evidence: Evidence) -> Dict[str, List[str]]:
         if any(s.pid == last.pid and s.at_us >= last.at_us for s in evidence.starts.get(key, [])):
             continue
         if evidence.stalled(last.pid, last.at_us, last.at_us + lease_us):
+            continue
+        if evidence.frozen(last.pid, last.at_us, last.expires_us):
+            evidence.frozen_claims += 1
             continue
         if last.expires_us - last.at_us < lease_us // 2:
             # The claim reached the worker with less than half its lease left (held up
@@ -391,4 +415,5 @@ def summarise(evidence: Evidence, result: "RunResult") -> None:
     result.behaviours.update(r.behaviour for r in evidence.runs)
     result.outcomes.update(r.outcome or "no end" for r in evidence.runs)
     result.stale_claims = evidence.stale_claims
+    result.frozen_claims = evidence.frozen_claims
     result.leased_after_stop = len(evidence.leased_after_stop)
