@@ -57,6 +57,10 @@ def _tick(log: Log) -> None:
         time.sleep(TICK)
 
 
+def _start_ticker(log: Log) -> None:
+    threading.Thread(target=_tick, args=(log,), daemon=True, name="chaos-ticker").start()
+
+
 class LoggedQueue(DatabaseQueue):
     """Writes every lease a claim hands to the worker before the worker sees it."""
 
@@ -118,7 +122,6 @@ def main(argv: List[str]) -> int:
     args = parser.parse_args(argv)
 
     log = Log(args.log)
-    threading.Thread(target=_tick, args=(log,), daemon=True, name="chaos-ticker").start()
     LoggedQueue.log = StartScope.log = log
     jobs.configure(args.results_url, args.seed, args.lease, note=log.line,
                    behaviours=args.behaviours)
@@ -136,7 +139,8 @@ def main(argv: List[str]) -> int:
     try:
         if args.mode == Mode.HANDLE_SIGNALS.value:
             with handle_signals(stop):
-                log.line("ready")
+                log.line("ready")  # the log's first line (the harness waits for it)
+                _start_ticker(log)
                 worker.run(jobs.QUEUE, stop=stop, max_outage=args.max_outage)
         else:
             def leave(signum: int, frame: Any) -> None:
@@ -146,6 +150,7 @@ def main(argv: List[str]) -> int:
             # started with SIGINT ignored (a background job of a shell, nohup).
             signal.signal(signal.SIGINT, signal.default_int_handler)
             log.line("ready")
+            _start_ticker(log)
             worker.run(jobs.QUEUE, stop=stop, max_outage=args.max_outage)
     except KeyboardInterrupt:
         return 130
