@@ -1,0 +1,120 @@
+"""Reference sections generated from the code at build time (a mkdocs hook).
+
+A page asks for one with a marker on a line of its own:
+
+- ``<!-- generated: cli -->``: every command of ``caravel-lite``, its usage and every
+  flag, read from the command line's own parser (``caravel_lite.cli.build_parser``),
+  so the reference cannot drift from what the program accepts;
+- ``<!-- generated: migrations -->``: the numbered scripts of ``migrations/`` with the
+  first paragraph of each one's docstring;
+- ``<!-- generated: modules -->``: the modules of ``caravel_lite`` with the first
+  sentence of each one's docstring, for the architecture page.
+
+The functions are importable without mkdocs (tests/docs reads the same text).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from pathlib import Path
+from typing import Any, Iterator, List, Tuple
+
+ROOT = Path(__file__).resolve().parents[2]
+MARKER = re.compile(r"^<!-- generated: (\w+) -->$", re.M)
+
+
+def _cell(text: str) -> str:
+    """Table cells hold one line; pipes would end the cell, and usage's brackets
+    (``[--since 1h]``) would read as Markdown links."""
+    return " ".join(text.split()).replace("|", "\\|").replace("[", "\\[")
+
+
+def subcommands(parser: argparse.ArgumentParser) -> List[Tuple[str, argparse.ArgumentParser, str]]:
+    """(name, sub-parser, one-line help) in the order ``--help`` lists them."""
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+    return [(name, sub, helps.get(name, "")) for name, sub in action.choices.items()]
+
+
+def _flag_rows(parser: argparse.ArgumentParser) -> Iterator[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if action.option_strings:
+            name = ", ".join(f"`{flag}`" for flag in action.option_strings)
+            if action.nargs != 0:
+                metavar = action.metavar or action.dest.upper()
+                name += f" `{metavar if isinstance(metavar, str) else ' '.join(metavar)}`"
+        else:
+            name = f"`{action.metavar or action.dest}`" + (" (repeatable)" if action.nargs in ("*", "+") else "")
+        text = (action.help or "") if action.help != argparse.SUPPRESS else ""
+        text = text.replace("%(default)s", str(action.default)).replace("%(prog)s", parser.prog)
+        if action.choices and not isinstance(action, argparse._SubParsersAction):
+            text += " Choices: " + ", ".join(f"`{c}`" for c in action.choices) + "."
+        if action.required and action.option_strings:
+            text += " Required."
+        yield f"| {name} | {_cell(text)} |"
+
+
+def cli_markdown() -> str:
+    if str(ROOT) not in sys.path:  # this checkout's package, not another installed one
+        sys.path.insert(0, str(ROOT))
+    from caravel_lite.cli import build_parser
+
+    parser = build_parser()
+    out = ["Generated from `caravel_lite.cli.build_parser()` when the site is built.", "",
+           "```text", parser.format_usage().strip(), "```", "",
+           _cell(parser.description or ""), "", _cell(parser.epilog or ""), "",
+           "| option | meaning |", "|---|---|"]
+    out.extend(_flag_rows(parser))
+    for name, sub, help_text in subcommands(parser):
+        out += ["", f"## `{name}`", "", _cell(help_text).rstrip(".") + ".", ""]
+        if sub.description and sub.description != help_text:
+            out += [_cell(sub.description), ""]
+        out += ["```text", sub.format_usage().strip(), "```", "",
+                "| argument | meaning |", "|---|---|"]
+        out.extend(_flag_rows(sub))
+        if sub.epilog:
+            out += ["", _cell(sub.epilog)]
+    return "\n".join(out)
+
+
+def _docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+
+
+def migrations_markdown() -> str:
+    rows = ["| script | what it does |", "|---|---|"]
+    for path in sorted((ROOT / "migrations").glob("[0-9][0-9][0-9][0-9]_*.py")):
+        first = _docstring(path).split("\n\n")[0]
+        rows.append(f"| `{path.name}` | {_cell(first)} |")
+    return "\n".join(rows)
+
+
+def modules_markdown() -> str:
+    rows = ["| module | its one reason |", "|---|---|"]
+    package = ROOT / "caravel_lite"
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(ROOT).with_suffix("")
+        parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+        if any(part.startswith("_") for part in parts[1:]) or "migrations" in parts:
+            continue
+        text = _docstring(path).split("\n\n")[0]
+        first = re.split(r"(?<=[.:;])\s", " ".join(text.split()), maxsplit=1)[0] if text else ""
+        rows.append(f"| `{'.'.join(parts)}` | {_cell(first)} |")
+    return "\n".join(rows)
+
+
+GENERATORS = {"cli": cli_markdown, "migrations": migrations_markdown,
+              "modules": modules_markdown}
+
+
+def expand(markdown: str) -> str:
+    """The page's text with each marker replaced by what it names."""
+    return MARKER.sub(lambda m: GENERATORS[m.group(1)](), markdown)
+
+
+def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+    return expand(markdown)
