@@ -15,6 +15,8 @@ from pathlib import Path
 
 from tests.docs.examples import ROOT, examples
 
+SHELL_STATE = ".docs-shell-env"
+
 
 def run(page: Path) -> int:
     module = types.ModuleType("docs_example")
@@ -34,7 +36,10 @@ def run(page: Path) -> int:
             continue
         if example.kind in ("shell", "pytest"):
             if example.kind == "shell":
-                command = ["bash", "-euo", "pipefail", "-c", example.code]
+                # A page's shell blocks are one session: what one exports, the next sees.
+                command = ["bash", "-euo", "pipefail", "-c",
+                           f"[ -f {SHELL_STATE} ] && . ./{SHELL_STATE}\n{example.code}\n"
+                           f"export -p | grep -v '^declare -[a-z]*r' > {SHELL_STATE}"]
             else:
                 Path("test_docs_example.py").write_text(example.code, encoding="utf-8")
                 command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
