@@ -85,11 +85,23 @@ def _docstring(path: Path) -> str:
     return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
 
 
+def _summary(docstring: str, limit: int = 240) -> str:
+    """A docstring's first sentence as Markdown: reStructuredText's roles and double
+    backticks become code spans; a long sentence is cut at a word."""
+    text = " ".join(docstring.split("\n\n")[0].split())
+    text = re.sub(r":\w+:`~?(?:[\w.]+\.)?([\w]+)`", r"`\1`", text).replace("``", "`")
+    first = re.split(r"(?<=\.)\s", text, maxsplit=1)[0]
+    if len(first) > limit:
+        first = first[:limit].rsplit(" ", 1)[0] + " ..."
+        if first.count("`") % 2:
+            first = first[:-4] + "` ..."
+    return first
+
+
 def migrations_markdown() -> str:
     rows = ["| script | what it does |", "|---|---|"]
     for path in sorted((ROOT / "migrations").glob("[0-9][0-9][0-9][0-9]_*.py")):
-        first = _docstring(path).split("\n\n")[0]
-        rows.append(f"| `{path.name}` | {_cell(first)} |")
+        rows.append(f"| `{path.name}` | {_cell(_summary(_docstring(path), limit=400))} |")
     return "\n".join(rows)
 
 
@@ -101,9 +113,7 @@ def modules_markdown() -> str:
         parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
         if any(part.startswith("_") for part in parts[1:]) or "migrations" in parts:
             continue
-        text = _docstring(path).split("\n\n")[0]
-        first = re.split(r"(?<=[.:;])\s", " ".join(text.split()), maxsplit=1)[0] if text else ""
-        rows.append(f"| `{'.'.join(parts)}` | {_cell(first)} |")
+        rows.append(f"| `{'.'.join(parts)}` | {_cell(_summary(_docstring(path)))} |")
     return "\n".join(rows)
 
 
