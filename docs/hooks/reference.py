@@ -51,10 +51,15 @@ def _flag_rows(parser: argparse.ArgumentParser) -> Iterator[str]:
             name = f"`{action.metavar or action.dest}`" + (" (repeatable)" if action.nargs in ("*", "+") else "")
         text = (action.help or "") if action.help != argparse.SUPPRESS else ""
         text = text.replace("%(default)s", str(action.default)).replace("%(prog)s", parser.prog)
+        if isinstance(action, argparse._SubParsersAction):
+            text = "the command: one of the sections below"
+        notes = []
         if action.choices and not isinstance(action, argparse._SubParsersAction):
-            text += " Choices: " + ", ".join(f"`{c}`" for c in action.choices) + "."
+            notes.append("Choices: " + ", ".join(f"`{c}`" for c in action.choices) + ".")
         if action.required and action.option_strings:
-            text += " Required."
+            notes.append("Required.")
+        if notes:
+            text = " ".join([text.rstrip() + ("" if text.rstrip().endswith(".") else ".")] + notes)
         yield f"| {name} | {_cell(text)} |"
 
 
@@ -70,7 +75,8 @@ def cli_markdown() -> str:
            "| option | meaning |", "|---|---|"]
     out.extend(_flag_rows(parser))
     for name, sub, help_text in subcommands(parser):
-        out += ["", f"## `{name}`", "", _cell(help_text).rstrip(".") + ".", ""]
+        summary = _cell(help_text).rstrip(".")
+        out += ["", f"## `{name}`", "", summary[:1].upper() + summary[1:] + ".", ""]
         if sub.description and sub.description != help_text:
             out += [_cell(sub.description), ""]
         out += ["```text", sub.format_usage().strip(), "```", "",
