@@ -48,7 +48,9 @@ def _flag_rows(parser: argparse.ArgumentParser) -> Iterator[str]:
                 metavar = action.metavar or action.dest.upper()
                 name += f" `{metavar if isinstance(metavar, str) else ' '.join(metavar)}`"
         else:
-            name = f"`{action.metavar or action.dest}`" + (" (repeatable)" if action.nargs in ("*", "+") else "")
+            name = f"`{action.metavar or action.dest}`"
+            if action.nargs in ("*", "+"):
+                name += " (repeatable)"
         text = (action.help or "") if action.help != argparse.SUPPRESS else ""
         text = text.replace("%(default)s", str(action.default)).replace("%(prog)s", parser.prog)
         if isinstance(action, argparse._SubParsersAction):

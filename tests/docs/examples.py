@@ -32,7 +32,8 @@ from typing import List, Optional
 ROOT = Path(__file__).resolve().parents[2]
 
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
-DIRECTIVE = re.compile(r"<!-- example: (skip|file|pytest|shell)\b[ \t]*(.*?)[ \t]*-->[ \t]*\n\s*\Z")
+DIRECTIVE = re.compile(
+    r"<!-- example: (skip|file|pytest|shell)\b[ \t]*(.*?)[ \t]*-->[ \t]*\n\s*\Z")
 SETUP = re.compile(r"^<!-- example: setup\n(.*?)^-->[ \t]*$", re.M | re.S)
 
 

@@ -24,7 +24,8 @@ def run(page: Path) -> int:
     sys.modules[module.__name__] = module  # dataclasses and typing look their module up
     sys.path.insert(0, str(Path.cwd()))  # the files a page writes are importable
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(Path.cwd())]),
-               PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+               PATH=os.pathsep.join([str(Path(sys.executable).parent),
+                                     os.environ.get("PATH", "")]))
     name = str(page.relative_to(ROOT))
     for example in examples(page.read_text(encoding="utf-8")):
         where = f"{name}, line {example.line}"

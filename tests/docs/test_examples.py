@@ -15,12 +15,14 @@ from tests.docs.examples import ROOT, examples, pages
 WITH_EXAMPLES = [page for page in pages() if examples(page.read_text(encoding="utf-8"))]
 
 
-@pytest.mark.parametrize("page", WITH_EXAMPLES, ids=[str(p.relative_to(ROOT)) for p in WITH_EXAMPLES])
+@pytest.mark.parametrize("page", WITH_EXAMPLES,
+                         ids=[str(p.relative_to(ROOT)) for p in WITH_EXAMPLES])
 def test_the_pages_examples_run(page, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("CARAVEL_DATABASE_URL", None)  # the examples name their own databases
-    done = subprocess.run([sys.executable, "-m", "tests.docs.run_page", str(page.relative_to(ROOT))],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "tests.docs.run_page",
+                           str(page.relative_to(ROOT))], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     for line in done.stdout.splitlines():
         if line.startswith("skipped: "):

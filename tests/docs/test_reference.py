@@ -22,7 +22,8 @@ def page(name: str) -> str:
 
 
 def load_hook():
-    spec = importlib.util.spec_from_file_location("docs_reference_hook", DOCS / "hooks" / "reference.py")
+    spec = importlib.util.spec_from_file_location("docs_reference_hook",
+                                                  DOCS / "hooks" / "reference.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -66,7 +67,8 @@ def test_a_flag_added_to_the_parser_appears_in_the_generated_reference(monkeypat
     def with_extra_flag(prog: str = cli.PROG) -> argparse.ArgumentParser:
         parser = build_parser(prog)
         (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        action.choices["queues"].add_argument("--brand-new-flag", help="a flag the pages never saw")
+        action.choices["queues"].add_argument("--brand-new-flag",
+                                              help="a flag the pages never saw")
         return parser
 
     monkeypatch.setattr(cli, "build_parser", with_extra_flag)
@@ -77,7 +79,8 @@ def test_a_flag_added_to_the_parser_appears_in_the_generated_reference(monkeypat
 def test_every_environment_variable_the_package_names_is_documented():
     named = set()
     for path in (ROOT / "caravel_lite").rglob("*.py"):
-        named |= set(re.findall(r"\bCARAVEL_[A-Z0-9_]*[A-Z0-9]\b", path.read_text(encoding="utf-8")))
+        text = path.read_text(encoding="utf-8")
+        named |= set(re.findall(r"\bCARAVEL_[A-Z0-9_]*[A-Z0-9]\b", text))
     assert named, "the pattern found nothing"
     documented = page("reference/environment.md")
     assert sorted(name for name in named if f"`{name}`" not in documented) == []

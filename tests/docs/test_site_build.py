@@ -18,7 +18,8 @@ def test_the_site_builds_strictly(tmp_path):
     missing = [name for name in ("mkdocs", "material", "mkdocstrings_handlers.python")
                if importlib.util.find_spec(name.split(".")[0]) is None]
     if missing:
-        message = f"the docs extra is not installed ({', '.join(missing)}): pip install -e '.[docs]'"
+        message = (f"the docs extra is not installed ({', '.join(missing)}): "
+                   f"pip install -e '.[docs]'")
         if in_ci():
             pytest.fail(f"CI=true and {message}", pytrace=False)
         pytest.skip(message)
@@ -28,11 +29,12 @@ def test_the_site_builds_strictly(tmp_path):
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "WARNING" not in done.stderr, done.stderr
-    built = {p.relative_to(tmp_path / "site").as_posix() for p in (tmp_path / "site").rglob("index.html")}
+    site = tmp_path / "site"
+    built = {p.relative_to(site).as_posix() for p in site.rglob("index.html")}
     for page in ("tutorial/index.html", "reference/api/index.html", "reference/cli/index.html",
                  "concepts/lifecycle/index.html", "PERFORMANCE/index.html"):
         assert page in built
-    cli = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    cli = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
     assert "--max-outage" in cli and "<!-- generated" not in cli
-    api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text(encoding="utf-8")
+    api = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
     assert "QueueWorker" in api and ":::" not in api

@@ -21,7 +21,8 @@ from caravel_lite import (DatabaseQueue, Dispatch, Failure, JobContext, JobRegis
 
 __all__ = ["cl", "threading", "uuid", "dataclass", "timedelta", "DatabaseQueue", "Dispatch",
            "Failure", "JobContext", "JobRegistry", "JobState", "QueueAdmin", "QueueOptions",
-           "QueueWorker", "GenerateReport", "SweepCache", "Charge", "Payment", "registry", "db", "queue", "admin",
+           "QueueWorker", "GenerateReport", "SweepCache", "Charge", "Payment", "registry", "db",
+           "queue", "admin",
            "tenant", "rid", "report_id", "REPORT_ID", "job_id"]
 
 
