@@ -25,6 +25,7 @@ uses) without showing it on the site::
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
@@ -76,3 +77,24 @@ def examples(text: str) -> List[Example]:
             raise ValueError(f"line {line}: a skipped example needs a reason")
         found.append((match.start(), Example(kind, code, line, argument)))
     return [example for _, example in sorted(found, key=lambda item: item[0])]
+
+
+def commands(text: str) -> List[List[str]]:
+    """The arguments of every ``caravel-lite ...`` command a page's shell blocks show
+    (after any ``VAR=value``; split at ``;`` and ``&&``; comments dropped), except those
+    with placeholders (``[--json]``, ``01a2...``), which only a reader can fill in."""
+    found = []
+    for match in FENCE.finditer(text):
+        if match.group(1) not in ("sh", "bash", "console"):
+            continue
+        for line in match.group(2).replace("\\\n", " ").splitlines():
+            for part in re.split(r"\s*(?:;|&&)\s*", line.strip()):
+                if "caravel-lite " not in part:
+                    continue  # other programs' lines (pip, echo) may quote across ';'
+                words = shlex.split(re.sub(r"(^|\s+)#.*$", "", part))
+                while words and re.match(r"^[A-Z_]+=", words[0]):
+                    words.pop(0)
+                if words[:1] == ["caravel-lite"] and not any(
+                        "[" in word or "..." in word for word in words):
+                    found.append(words[1:])
+    return found

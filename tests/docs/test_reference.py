@@ -1,9 +1,12 @@
 """The reference covers what the code has: every public name, every command and flag,
-every environment variable the package reads, every state and failure category."""
+every environment variable the package reads, every state and failure category; and
+every command line the pages show is one the program accepts."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
 import re
 
 import pytest
@@ -11,8 +14,9 @@ import pytest
 import caravel_lite
 from caravel_lite import Failure, JobState, Priority
 from caravel_lite.cli import build_parser
+from caravel_lite.cli.common import UsageError
 
-from tests.docs.examples import ROOT
+from tests.docs.examples import ROOT, commands, pages
 
 DOCS = ROOT / "docs"
 
@@ -99,3 +103,16 @@ def test_every_migration_is_in_the_schema_reference():
     generated = load_hook().expand(page("reference/schema.md"))
     scripts = sorted(p.name for p in (ROOT / "migrations").glob("[0-9][0-9][0-9][0-9]_*.py"))
     assert scripts and all(f"| `{name}` |" in generated for name in scripts)
+
+
+def test_every_command_the_pages_show_is_accepted_by_the_parser():
+    shown = [(path, args) for path in pages() for args in commands(path.read_text("utf-8"))]
+    assert len(shown) >= 20, "the pattern found too few commands"
+    refused = []
+    for path, args in shown:
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                build_parser().parse_args(args)
+        except (SystemExit, UsageError) as refusal:
+            refused.append(f"{path.relative_to(ROOT)}: caravel-lite {' '.join(args)}: {refusal}")
+    assert refused == []
