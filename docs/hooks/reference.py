@@ -10,6 +10,9 @@ A page asks for one with a marker on a line of its own:
 - ``<!-- generated: modules -->``: the modules of ``caravel_lite`` with the first
   sentence of each one's docstring, for the architecture page.
 
+It also shows the docstrings' reStructuredText cross-references (``:class:`X```) as
+the names they refer to.
+
 The functions are importable without mkdocs (tests/docs reads the same text).
 """
 from __future__ import annotations
@@ -136,3 +139,21 @@ def expand(markdown: str) -> str:
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     return expand(markdown)
+
+
+# The docstrings cross-reference in reStructuredText (:class:`~caravel_lite.X`,
+# :meth:`title <target>`), which mkdocstrings shows as written: the role's name before
+# a code span. What a reader needs is the name.
+ROLE = re.compile(r":(?:py:)?(?:class|meth|func|mod|attr|exc|data|obj):<code>(~?)([^<]*)</code>")
+
+
+def _role_name(match: "re.Match[str]") -> str:
+    short, target = match.group(1), match.group(2)
+    titled = re.match(r"(.*?)\s*&lt;[^&]*&gt;$", target)
+    if titled:
+        return f"<code>{titled.group(1)}</code>"
+    return f"<code>{target.rsplit('.', 1)[-1] if short else target}</code>"
+
+
+def on_page_content(html: str, **kwargs: Any) -> str:
+    return ROLE.sub(_role_name, html)
