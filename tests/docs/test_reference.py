@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import importlib.util
 import io
 import re
@@ -37,6 +38,14 @@ def test_every_public_name_is_documented_by_mkdocstrings_and_nothing_else():
     documented = re.findall(r"^::: caravel_lite\.(\w+)$", page("reference/api.md"), re.M)
     assert sorted(documented) == sorted(caravel_lite.__all__)
     assert len(documented) == len(set(documented)), "a name documented twice"
+
+
+@pytest.mark.parametrize("package", ["testing", "web", "metrics"])
+def test_every_public_name_of_the_helper_packages_is_documented(package):
+    module = importlib.import_module(f"caravel_lite.{package}")
+    documented = re.findall(rf"^::: caravel_lite\.{package}\.(\w+)$", page("reference/helpers.md"),
+                            re.M)
+    assert sorted(documented) == sorted(module.__all__)
 
 
 def flags(parser: argparse.ArgumentParser) -> list:
