@@ -26,7 +26,7 @@ def run(page: Path) -> int:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(Path.cwd())]),
                PATH=os.pathsep.join([str(Path(sys.executable).parent),
                                      os.environ.get("PATH", "")]))
-    name = str(page.relative_to(ROOT))
+    name = str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else str(page)
     for example in examples(page.read_text(encoding="utf-8")):
         where = f"{name}, line {example.line}"
         if example.kind == "skip":

@@ -29,6 +29,18 @@ def test_the_pages_examples_run(page, tmp_path):
             warnings.warn(line)  # each skipped example and its reason, in pytest's summary
 
 
+def test_a_failing_example_fails_its_page_and_names_its_line(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# A page\n\n```python\nx = 1\n```\n\nText.\n\n```python\n"
+                    "assert x == 2, 'wrong'\n```\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "tests.docs.run_page", str(page)],
+                          cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert f"FAILED: {page}, line 10" in done.stdout
+    assert f'File "{page}", line 10' in done.stdout and "AssertionError: wrong" in done.stdout
+
+
 def test_a_skipped_example_must_say_why():
     with pytest.raises(ValueError, match="needs a reason"):
         examples("<!-- example: skip -->\n```python\n1/0\n```\n")
