@@ -10,7 +10,8 @@ A page asks for one with a marker on a line of its own:
 - ``<!-- generated: modules -->``: the modules of ``caravel_lite`` with the first
   sentence of each one's docstring, for the architecture page.
 
-It also shows the docstrings' reStructuredText cross-references (``:class:`X```) as
+It also leaves the test suite's example notes (``<!-- example: ... -->``) out of the
+HTML, and shows the docstrings' reStructuredText cross-references (``:class:`X```) as
 the names they refer to.
 
 The functions are importable without mkdocs (tests/docs reads the same text).
@@ -137,8 +138,13 @@ def expand(markdown: str) -> str:
     return MARKER.sub(lambda m: GENERATORS[m.group(1)](), markdown)
 
 
+# The test suite's notes on a page's examples (tests/docs/examples.py: skip reasons,
+# file names, hidden setup code) are for the suite, not for the site's HTML.
+EXAMPLE_NOTE = re.compile(r"^<!-- example:.*?-->[ \t]*\n?", re.M | re.S)
+
+
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    return expand(markdown)
+    return expand(EXAMPLE_NOTE.sub("", markdown))
 
 
 # The docstrings cross-reference in reStructuredText (:class:`~caravel_lite.X`,
