@@ -38,3 +38,6 @@ def test_the_site_builds_strictly(tmp_path):
     assert "--max-outage" in cli and "<!-- generated" not in cli
     api = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
     assert "QueueWorker" in api and ":::" not in api
+    assert ":meth:" not in api and ":class:" not in api  # roles shown as the names
+    tutorial = (site / "tutorial" / "index.html").read_text(encoding="utf-8")
+    assert "Greet" in tutorial and "example:" not in tutorial  # the suite's notes left out
