@@ -81,8 +81,9 @@ class Telemetry:
 
     def tracing(self) -> bool:
         """Whether spans are recorded (a tracer provider is installed)."""
-        return self._tracer is not None and not (self._global_tracer
-                                                 and not _tracing_configured())
+        if self._tracer is None:
+            return False
+        return not self._global_tracer or _tracing_seen or _tracing_configured()
 
     @contextlib.contextmanager
     def _recorded(self, name: str, attributes: Dict[str, Any],

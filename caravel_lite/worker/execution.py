@@ -83,6 +83,9 @@ class Execution:
         # What its span relates to (the enqueuing span), set by the worker only while
         # tracing is configured (caravel_lite.tracing).
         self.origin: Optional[tracing.Origin] = None
+        # Whether spans were recorded when the job was admitted (Settler.admit asks
+        # once per job; its run's span follows that answer).
+        self.traced = False
         self.handler = handler
         self.job = job
         self.is_async = is_async  # the registry's, decided once per job type
@@ -145,9 +148,9 @@ def span_attributes(lease: QueueLease) -> Dict[str, Any]:
 
 
 def job_span(telemetry: Telemetry, execution: "Execution") -> ContextManager[Any]:
-    """The span of a job's run; the shared no-op one, with no attributes built, while
-    nothing traces (every job asks)."""
-    if not telemetry.tracing():
+    """The span of a job's run; the shared no-op one, with no attributes built, when
+    nothing traced as the job was admitted (every job asks)."""
+    if not execution.traced:
         return NO_SPAN
     return telemetry.span(SPAN_NAME, span_attributes(execution.lease), execution.origin)
 
