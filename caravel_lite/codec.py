@@ -11,6 +11,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import inspect
 import json
 import math
 import re
@@ -213,7 +214,8 @@ def _plain(job_type: type) -> bool:
     """True when constructing ``job_type`` only stores its arguments and equality only
     compares the stored fields: ``__init__`` and ``__eq__`` are the ones @dataclass wrote
     on the class itself, there is no ``__post_init__``, no ``__new__``, no
-    ``__setattr__`` but object's or a frozen dataclass's, and no field name is a data
+    ``__setattr__`` but object's or a frozen dataclass's, no metaclass ``__call__``, no
+    ``__getattribute__`` or ``__getattr__`` of its own, and no field name is a data
     descriptor of the class. Then a job rebuilt from its own scalar values equals it
     by construction, and the trial rebuild would prove nothing."""
     params = getattr(job_type, "__dataclass_params__", None)
@@ -228,7 +230,16 @@ def _plain(job_type: type) -> bool:
     if setter is not object.__setattr__ and not (  # type: ignore[comparison-overlap]
             params.frozen and _written_by_dataclass(job_type, "__setattr__")):
         return False
-    return not any(hasattr(type(getattr(job_type, f.name, None)), "__set__")
+    # Construction through a metaclass of its own, and reads through hooks of the
+    # class's own, can change what is built or what is seen.
+    meta_call: Any = type(job_type).__call__
+    reader: Any = job_type.__getattribute__
+    if meta_call is not type.__call__ or reader is not object.__getattribute__ \
+            or hasattr(job_type, "__getattr__"):
+        return False
+    # A field whose class attribute is a data descriptor stores through it (read as
+    # stored on the class, not through the descriptor's own __get__).
+    return not any(hasattr(type(inspect.getattr_static(job_type, f.name, None)), "__set__")
                    for f in dataclasses.fields(job_type))
 
 

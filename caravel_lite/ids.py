@@ -37,10 +37,18 @@ def new_id() -> uuid.UUID:
             _counter = 0
         _last_ms = ms
         counter = _counter
-        if _pool_at >= len(_pool) or _pool_pid != os.getpid():
-            _pool, _pool_at, _pool_pid = os.urandom(POOL_BYTES), 0, os.getpid()
-        chunk = _pool[_pool_at:_pool_at + 8]
-        _pool_at += 8
+        if _pool_at < len(_pool) and _pool_pid == os.getpid():
+            chunk = _pool[_pool_at:_pool_at + 8]
+            _pool_at += 8
+        else:
+            chunk = b""
+    if not chunk:
+        # Read outside the lock: os.urandom lets other threads run, and a process
+        # forked while this thread held the lock would find it held for good.
+        fresh = os.urandom(POOL_BYTES)
+        with _lock:
+            _pool, _pool_at, _pool_pid = fresh, 8, os.getpid()
+        chunk = fresh[:8]
     # 48 bits of milliseconds (enough until the year 10889), version 7, the 12-bit
     # counter; then the variant (0b10) and 62 random bits. Built as two 64-bit halves:
     # fewer operations on the 128-bit number, which cost more than the rest of the id.

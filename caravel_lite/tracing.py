@@ -65,8 +65,12 @@ def _span_slot() -> Tuple[Any, Any]:
     enqueue the four calls the public path makes to find that no span is current."""
     try:
         from opentelemetry import context as otel_context
+        from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
         from opentelemetry.trace.propagation import _SPAN_KEY
-        variable = getattr(otel_context, "_RUNTIME_CONTEXT")._current_context
+        runtime = getattr(otel_context, "_RUNTIME_CONTEXT")
+        if type(runtime) is not ContextVarsRuntimeContext:  # a subclass may read otherwise
+            return None, None
+        variable = runtime._current_context
         variable.get().get(_SPAN_KEY)  # the shape assumed below
     except Exception:
         return None, None
@@ -86,6 +90,8 @@ def capture() -> Optional[str]:
         span = _current_context.get().get(_span_key)
         if span is None:
             return None
+        if not isinstance(span, _trace.Span):  # what get_current_span would not return
+            span = _trace.get_current_span()
     else:
         span = _trace.get_current_span()
     context = span.get_span_context()

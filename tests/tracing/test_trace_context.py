@@ -263,3 +263,16 @@ def test_the_direct_read_of_the_current_span_answers_as_the_public_api(monkeypat
     public = answers()
     assert public[:3] == direct[:3]
     assert public[3] is not None and public[3] != direct[3]  # another span, same shape
+
+
+def test_a_value_under_the_span_key_that_is_no_span_stores_nothing():
+    # What get_current_span() answers for it (no valid span), not an AttributeError
+    # from every enqueue.
+    from opentelemetry import context as otel_context
+    from opentelemetry.trace.propagation import _SPAN_KEY
+
+    token = otel_context.attach(otel_context.set_value(_SPAN_KEY, "not a span"))
+    try:
+        assert tracing.capture() is None
+    finally:
+        otel_context.detach(token)

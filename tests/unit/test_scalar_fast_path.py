@@ -152,6 +152,49 @@ class Shared(Recycling):
     n: int
 
 
+class Doubled:
+    """A data descriptor as a field's class attribute: stores twice the value."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = "_" + name
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        return 0 if obj is None else getattr(obj, self.name)
+
+    def __set__(self, obj: Any, value: int) -> None:
+        setattr(obj, self.name, value * 2)
+
+
+@dataclass
+class ThroughDescriptor:
+    n: int = Doubled()  # type: ignore[assignment]
+
+
+class Bumped(type):
+    """A metaclass whose construction changes the arguments."""
+
+    def __call__(cls, **kwargs: Any) -> Any:
+        return super().__call__(**{key: value + 1 for key, value in kwargs.items()})
+
+
+@dataclass
+class BuiltByMetaclass(metaclass=Bumped):
+    n: int
+
+
+class Exclaiming:
+    """A base whose attribute reads change what a field shows."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        return value + "!" if name == "s" else value
+
+
+@dataclass
+class ReadThroughHook(Exclaiming):
+    s: str
+
+
 def test_a_plain_dataclass_is_not_rebuilt_to_prove_what_its_construction_guarantees():
     # @dataclass's own __init__ and __eq__ only store and compare the fields: the text
     # is the general path's, with no trial construction.
@@ -162,7 +205,8 @@ def test_a_plain_dataclass_is_not_rebuilt_to_prove_what_its_construction_guarant
 
 @pytest.mark.parametrize("job_type, job", [
     (Bumping, Bumping(1)), (Doubling, Doubling(1)), (Marking, Marking("a")),
-    (NeverEqual, NeverEqual(1)), (Shared, Shared(1)),
+    (NeverEqual, NeverEqual(1)), (Shared, Shared(1)), (ThroughDescriptor, ThroughDescriptor(1)),
+    (BuiltByMetaclass, BuiltByMetaclass(n=1)), (ReadThroughHook, ReadThroughHook("a")),
 ])
 def test_a_type_with_construction_or_equality_of_its_own_is_still_rebuilt(job_type, job):
     assert _scalar_plan(job_type).rebuild is True
