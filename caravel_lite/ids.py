@@ -19,10 +19,23 @@ _pool_at = 0
 # The process that read the pool: a forked child must never hand out the bytes its
 # parent still holds (the two would make equal ids in the same millisecond and count).
 _pool_pid = 0
+_fork_safe = False  # the child's reset below is registered (on the first id, not at import)
+
+
+def _reset_in_child() -> None:
+    """In a forked child: a new lock (another thread of the parent may have held this
+    one at the fork, and would never release it here) and no pool."""
+    global _lock, _pool, _pool_at
+    _lock = threading.Lock()
+    _pool, _pool_at = b"", 0
 
 
 def new_id() -> uuid.UUID:
-    global _last_ms, _counter, _pool, _pool_at, _pool_pid
+    global _last_ms, _counter, _pool, _pool_at, _pool_pid, _fork_safe
+    if not _fork_safe:
+        _fork_safe = True
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_reset_in_child)
     with _lock:
         # Real wall time, not the injected clock: ids only need to be unique and
         # roughly ordered, and a frozen test clock must not make them collide.
