@@ -15,7 +15,8 @@ from caravel_lite import tracing
 logger = logging.getLogger("caravel_lite")
 
 COUNTERS = ("accepted", "deduplicated", "claimed", "completed", "failed", "retried",
-            "deadlettered", "replayed", "lease_lost", "released", "snoozed")
+            "deadlettered", "replayed", "lease_lost", "released", "snoozed",
+            "cancel_requested", "cancelled")
 
 
 

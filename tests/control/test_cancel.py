@@ -178,3 +178,26 @@ def test_unknown_and_finished_jobs_are_not_cancelled(db, clock):
     job = enqueue(queue)
     assert queue.complete(queue.claim(QUEUE))
     assert not admin.cancel(job)
+
+
+def test_cancels_are_counted_by_the_queues_counters(db, clock):
+    # "cancel_requested" (an operator's request) and "cancelled" (a job ended so) are
+    # counters of their own; before, both names were dropped as unknown.
+    from tests.worker.metrics import Metrics
+
+    metrics = Metrics()
+    queue = DatabaseQueue(db, registry, QueueOptions(lease_duration=timedelta(seconds=10)),
+                          clock=clock, telemetry=metrics.telemetry)
+    admin = QueueAdmin(db, clock=clock, telemetry=metrics.telemetry)
+    waiting = enqueue(queue, 1)
+    running = enqueue(queue, 2)
+    assert admin.cancel(waiting)
+    lease = queue.claim(QUEUE)
+    assert lease is not None and lease.job_id == running
+    assert admin.cancel(running)
+    clock.advance(timedelta(seconds=11))  # its lease runs out with the request on it
+    assert queue.claim(QUEUE) is None
+    assert state(queue, running) is JobState.CANCELLED
+    totals = metrics.totals()
+    assert totals[("cancel_requested", None)] == 2
+    assert totals[("cancelled", None)] >= 1
