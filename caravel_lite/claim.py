@@ -22,11 +22,11 @@ gets. SQLite runs in-process and cannot lose a reply.
 from __future__ import annotations
 
 import secrets
-import uuid
 from typing import Any, List, Optional, Sequence, Set, Tuple
 
 import peewee
 
+from caravel_lite import ids
 from caravel_lite.clock import from_ms
 from caravel_lite.dialect import ClaimMethod, Dialect
 from caravel_lite.logfields import fields
@@ -136,7 +136,7 @@ class Claimer:
     def _lease(self, queue_name: str, row: Sequence[Any], attempt: int, token: str,
                expires_ms: int, now_us: int) -> QueueLease:
         job_id, _, tenant_id, wire_name, payload, max_attempts = row[:6]
-        ident = uuid.UUID(job_id)
+        ident = ids.from_text(job_id)
         return QueueLease(ident, attempt, from_ms(expires_ms),
                           JobContext(ident, queue_name, tenant_id, attempt), wire_name,
                           payload, token, now_us, max_attempts, str(job_id), row[9])

@@ -67,4 +67,31 @@ def new_id() -> uuid.UUID:
     # fewer operations on the 128-bit number, which cost more than the rest of the id.
     high = ms << 16 | 0x7000 | counter
     low = int.from_bytes(chunk, "big") >> 2 | 1 << 63
-    return uuid.UUID(int=high << 64 | low)
+    return _uuid(high << 64 | low)
+
+
+# uuid.UUID's constructor checks its arguments in Python (a list built and counted, a
+# range check) before storing the two slots it has; the ids below are made or read
+# here, known to be in range and well formed, so the slots are stored directly, as
+# that constructor itself stores them. tests/unit/test_ids.py holds the result equal
+# to uuid.UUID's in every respect the library and its users rely on.
+_new = object.__new__
+_store = object.__setattr__
+_UNKNOWN = uuid.SafeUUID.unknown
+
+
+def _uuid(value: int) -> uuid.UUID:
+    made: uuid.UUID = _new(uuid.UUID)
+    _store(made, "int", value)
+    _store(made, "is_safe", _UNKNOWN)
+    return made
+
+
+def from_text(text: str) -> uuid.UUID:
+    """The UUID of a job id as the database stores it (36 characters, hyphenated):
+    the claim reads one per job. Anything else is parsed by uuid.UUID (and refused
+    there with its ValueError)."""
+    if len(text) != 36 or text[8] != "-" or text[13] != "-" or text[18] != "-" \
+            or text[23] != "-":
+        return uuid.UUID(text)
+    return _uuid(int(text.replace("-", ""), 16))

@@ -79,3 +79,30 @@ def test_a_child_forked_while_another_thread_makes_ids_can_make_its_own():
         stop.set()
         thread.join()
     assert hung == 0, f"{hung} of 40 children could not make an id"
+
+
+def test_ids_made_and_read_here_are_uuid_in_every_respect():
+    import copy
+    import pickle
+
+    for made in [ids.new_id() for _ in range(50)] + [uuid.uuid4() for _ in range(50)]:
+        text = str(made)
+        for candidate in (ids.from_text(text), ids.from_text(text.upper())):
+            reference = uuid.UUID(text)
+            assert type(candidate) is uuid.UUID
+            assert candidate == reference and hash(candidate) == hash(reference)
+            assert str(candidate) == text and candidate.hex == reference.hex
+            assert (candidate.version, candidate.variant) == (reference.version,
+                                                              reference.variant)
+            assert candidate.is_safe is uuid.SafeUUID.unknown
+            assert pickle.loads(pickle.dumps(candidate)) == reference
+            assert copy.deepcopy(candidate) == reference
+            assert not candidate < reference and not candidate > reference
+    for bad in ("not-a-uuid", "0" * 36, "{" + str(uuid.uuid4()) + "}"[:-1]):
+        try:
+            expected = uuid.UUID(bad)
+        except ValueError:
+            with pytest.raises(ValueError):
+                ids.from_text(bad)
+        else:
+            assert ids.from_text(bad) == expected
