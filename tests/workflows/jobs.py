@@ -1,0 +1,54 @@
+"""Job types, a registry and helpers shared by the workflow tests (chains, batches,
+debouncing, uniqueness for a period)."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import peewee
+
+from caravel_lite import DatabaseQueue, Dispatch, JobRegistry, QueueOptions
+
+QUEUE = "flows"
+TENANT = "tenant-w"
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+
+
+def _noop(job: Any, ctx: Any) -> None:
+    return None
+
+
+registry = JobRegistry()
+registry.register("workflows.step.v1", Step, _noop)
+
+
+def make_queue(db: peewee.Database, clock: Any = None, **options: Any) -> DatabaseQueue:
+    kwargs = {} if clock is None else {"clock": clock}
+    return DatabaseQueue(db, registry, QueueOptions(**options), **kwargs)
+
+
+def to(**fields: Any) -> Dispatch:
+    fields.setdefault("queue", QUEUE)
+    fields.setdefault("tenant_id", TENANT)
+    return Dispatch(**fields)
+
+
+def state_of(db: peewee.Database, job_id: uuid.UUID) -> Optional[str]:
+    row = db.execute_sql(f"SELECT state FROM caravel_jobs WHERE id = {db.param}",
+                         (str(job_id),)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def count(db: peewee.Database, where: str = "1 = 1", params: Any = ()) -> int:
+    return int(db.execute_sql(f"SELECT COUNT(*) FROM caravel_jobs WHERE {where}",
+                              params).fetchone()[0])
+
+
+def payload_of(lease: Any) -> Step:
+    from caravel_lite import codec
+    return codec.decode(Step, lease.payload)
