@@ -21,7 +21,7 @@ racing a claim, a completion or another cancel has one outcome.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Set, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Set, Union
 
 import peewee
 
@@ -133,6 +133,10 @@ class Cancelling:
     telemetry: "Telemetry"
     _cancels: Optional[CancelStatements] = None
 
+    if TYPE_CHECKING:  # caravel_lite.workflows.calls.WorkflowCalls'
+        def _then(self, lease: QueueLease, state: str,
+                  now_ms: int) -> Optional[Callable[[], None]]: ...
+
     @property
     def cancels(self) -> CancelStatements:
         if self._cancels is None:
@@ -172,7 +176,8 @@ class Cancelling:
         done = fenced_write(self.dialect, self.db, sql.end,
                             (now_ms, now_ms, ident, lease._token, now_ms),
                             sql._settled_lease, ident,
-                            left_as(CANCELLED, now_ms, lease, lease.attempt)) == 1
+                            left_as(CANCELLED, now_ms, lease, lease.attempt),
+                            self._then(lease, CANCELLED, now_ms)) == 1
         if done:
             self.telemetry.count("cancelled", lease.context.queue)
         return done

@@ -319,19 +319,25 @@ class Enqueuing:
                 _row(ids[index], envelopes[index], now_ms, traced) for index in new]
             written["stored"] = stored
             written["new_ids"] = [str(ids[index]) for index in new][:INSERT_CHUNK]
-            base: Tuple[str, ...] = TRACED_COLUMNS if traced else JOB_COLUMNS
-            columns = base
-            insert_many = self._batch.insert_many_traced if traced else self._batch.insert_many
-            if any(envelopes[index].flow_group is not None for index in new):
-                # A gated queue's jobs (caravel_lite.limits) carry their group and key.
-                columns = base + limits.FLOW_INSERT_COLUMNS
-                new_rows = [row + (envelopes[index].flow_group, envelopes[index].concurrency_key)
-                            for row, index in zip(new_rows, new)]
-                insert_many = functools.partial(limits.insert_sql, JOBS_TABLE, base,
-                                                self.db.param)
-            self.dialect.insert_rows(self.db, JOBS_TABLE, columns, new_rows,
-                                     insert_many, INSERT_CHUNK, self._statement_limit())
+            self._insert_rows(envelopes, new, new_rows, traced)
         return stored
+
+    def _insert_rows(self, envelopes: Sequence[Envelope], new: Sequence[int],
+                     new_rows: List[Tuple[Any, ...]], traced: bool) -> None:
+        """Write ``new_rows`` (the rows of ``envelopes[i]`` for i in ``new``) in
+        multi-row INSERTs, in the open transaction."""
+        base: Tuple[str, ...] = TRACED_COLUMNS if traced else JOB_COLUMNS
+        columns = base
+        insert_many = self._batch.insert_many_traced if traced else self._batch.insert_many
+        if any(envelopes[index].flow_group is not None for index in new):
+            # A gated queue's jobs (caravel_lite.limits) carry their group and key.
+            columns = base + limits.FLOW_INSERT_COLUMNS
+            new_rows = [row + (envelopes[index].flow_group, envelopes[index].concurrency_key)
+                        for row, index in zip(new_rows, new)]
+            insert_many = functools.partial(limits.insert_sql, JOBS_TABLE, base,
+                                            self.db.param)
+        self.dialect.insert_rows(self.db, JOBS_TABLE, columns, new_rows,
+                                 insert_many, INSERT_CHUNK, self._statement_limit())
 
     @budgeted
     def _debounced(self, envelope: Envelope, job_id: uuid.UUID, now_ms: int) -> EnqueueResult:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, List, Optional, Set
 
 import peewee
 
-from caravel_lite import DatabaseQueue, Dispatch, JobRegistry, QueueOptions
+from caravel_lite import DatabaseQueue, Discard, Dispatch, JobRegistry, QueueOptions
 
 QUEUE = "flows"
 TENANT = "tenant-w"
@@ -19,12 +19,30 @@ class Step:
     name: str
 
 
-def _noop(job: Any, ctx: Any) -> None:
-    return None
+@dataclass(frozen=True)
+class Flaky:
+    """Fails (Discard: dead-lettered at once) while ``FAILING`` names it."""
+    name: str
+
+
+# What the handlers ran, in order (one test process: reset by each test that reads it).
+RAN: List[str] = []
+FAILING: Set[str] = set()
+
+
+def _record(job: Any, ctx: Any) -> None:
+    RAN.append(job.name)
+
+
+def _flaky(job: Flaky, ctx: Any) -> None:
+    if job.name in FAILING:
+        raise Discard()
+    RAN.append(job.name)
 
 
 registry = JobRegistry()
-registry.register("workflows.step.v1", Step, _noop)
+registry.register("workflows.step.v1", Step, _record)
+registry.register("workflows.flaky.v1", Flaky, _flaky)
 
 
 def make_queue(db: peewee.Database, clock: Any = None, **options: Any) -> DatabaseQueue:
@@ -52,3 +70,8 @@ def count(db: peewee.Database, where: str = "1 = 1", params: Any = ()) -> int:
 def payload_of(lease: Any) -> Step:
     from caravel_lite import codec
     return codec.decode(Step, lease.payload)
+
+
+def workflow_rows(db: peewee.Database) -> int:
+    return int(db.execute_sql("SELECT COUNT(*) FROM caravel_workflows").fetchone()[0]
+               + db.execute_sql("SELECT COUNT(*) FROM caravel_workflow_jobs").fetchone()[0])
