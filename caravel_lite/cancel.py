@@ -73,8 +73,12 @@ class CancelStatements:
         # now_ms x3, then "id IN (...) AND <filter>" (QueueAdmin.cancel_many)
         self.many = f"UPDATE {t} {_SET.format(p=p)} WHERE"
         # What a cancel whose reply was lost left. id
-        self.settled = (f"SELECT state, cancel_requested_at, queue, tenant_id FROM {t} "
-                        f"WHERE id = {p}")
+        # (and its stored options: a batch member's cancel counts in its batch)
+        self.settled = (f"SELECT state, cancel_requested_at, queue, tenant_id, job_options "
+                        f"FROM {t} WHERE id = {p}")
+        # A pending batch member cancelled with its batch's count. now_ms x2, id
+        self.pending_member = (f"UPDATE {t} SET state = '{CANCELLED}', finished_at = {p}, "
+                               f"updated_at = {p} WHERE id = {p} AND state = '{PENDING}'")
         # An owned lease with a request ends CANCELLED. now_ms (finished), now_ms
         # (updated), id, token, now_ms
         self.end = (
@@ -137,6 +141,9 @@ class Cancelling:
         def _then(self, lease: QueueLease, state: str,
                   now_ms: int) -> Optional[Callable[[], None]]: ...
 
+        def _then_row(self, job_id: str, options: Optional[str], state: str,
+                      now_ms: int) -> Optional[Callable[[], None]]: ...
+
     @property
     def cancels(self) -> CancelStatements:
         if self._cancels is None:
@@ -160,11 +167,35 @@ class Cancelling:
         # The tenant and queue compare exactly here too (a collation may not).
         if row is None or row[2] != queue_name or row[3] != tenant_id:
             return False
-        done = cancel_one(self.db, self.dialect, sql.scoped, sql.settled,
-                          [now_ms, now_ms, now_ms, ident, queue_name, tenant_id], ident)
+        then = (self._then_row(ident, row[4], CANCELLED, now_ms) if row[0] == PENDING
+                else None)
+        if then is not None and self._cancel_member(ident, then, now_ms):
+            done = True
+        else:
+            done = cancel_one(self.db, self.dialect, sql.scoped, sql.settled,
+                              [now_ms, now_ms, now_ms, ident, queue_name, tenant_id], ident)
         if done:
             self.telemetry.count("cancel_requested", queue_name)
         return done
+
+    def _cancel_member(self, ident: str, then: Callable[[], None], now_ms: int) -> bool:
+        """Cancel a pending batch member and count it, in one transaction; False when
+        it was no longer pending (then the plain cancel decides). A lost reply reads
+        the row back: cancelled means the transaction committed, count included."""
+        sql = self.cancels
+
+        def once() -> bool:
+            with self.dialect.write_transaction(self.db):
+                if self.db.execute_sql(sql.pending_member, (now_ms, now_ms, ident)).rowcount != 1:
+                    return False
+                then()
+            return True
+
+        def recover() -> bool:
+            row = self.db.execute_sql(sql.settled, (ident,)).fetchone()
+            return (row is not None and row[0] == CANCELLED) or once()
+
+        return recovering(self.dialect, self.db, once, recover)
 
     def end_cancelled(self, lease: QueueLease) -> bool:
         """End an owned lease whose job has a cancel request: CANCELLED, lease cleared.

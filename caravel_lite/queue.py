@@ -48,6 +48,7 @@ from caravel_lite.statements import COMPLETED, DEAD, LEASED, PENDING
 from caravel_lite.values import ClaimBatch, Failure, QueueLease
 from caravel_lite.workflows.calls import WorkflowCalls
 from caravel_lite.workflows.membership import MARKER
+from caravel_lite.workflows.sweep import ExpiredMembers
 
 __all__ = ["DatabaseQueue", "CANDIDATES", "MAX_BATCH", "backoff_micros", "new_claim_token"]
 # Largest claim_many; complete_many and enqueue_many split longer batches into
@@ -110,6 +111,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancell
         self._batch = BatchStatements(db, self.dialect.claim_lock)
         self._claimer = Claimer(db, self.dialect, self._sql, self._batch, self.telemetry)
         self._flow = FlowPolicy(self.registry, self.options)
+        self._claimer.before_sweep = ExpiredMembers(db, self.dialect,
+                                                    lambda: self.followups).finish
         self._groups = GroupClaimer(db, self._claimer, self._flow)
         self._failures = failures.FailureLog(db)
         self._lease_us = duration_micros(self.options.lease_duration)

@@ -75,3 +75,9 @@ def payload_of(lease: Any) -> Step:
 def workflow_rows(db: peewee.Database) -> int:
     return int(db.execute_sql("SELECT COUNT(*) FROM caravel_workflows").fetchone()[0]
                + db.execute_sql("SELECT COUNT(*) FROM caravel_workflow_jobs").fetchone()[0])
+
+
+def codec_name(lease: Any) -> str:
+    """The ``name`` field of a claimed Step or Flaky."""
+    import json
+    return str(json.loads(lease.payload)["name"])
