@@ -209,6 +209,8 @@ class QueueCounts:
     dead_letter: int
     completed: int
     cancelled: int = 0
+    # Chain steps waiting for the step before them (caravel_lite.workflows).
+    held: int = 0
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from caravel_lite.admin.filters import (Instant, JobFilter, check_cursor, matchi
                                         page_limit, queue_names, read_newest,
                                         recheck)
 from caravel_lite.admin.stats import StatsReader
-from caravel_lite.admin.values import (FailureRecord, JobDetail, JobPage, JobSummary,
+from caravel_lite.admin.workflows import WorkflowPage, WorkflowViews
+from caravel_lite.admin.values import (FailureRecord, JobDetail, workflow_fields, JobPage, JobSummary,
                                        MinuteCount, PruneProgress, QueueStats,
                                        QueueSummary, TenantCounts)
 from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros, system_clock
@@ -37,7 +38,8 @@ from caravel_lite.schema import FAILURES_TABLE, FLOW_INDEX, JOBS_TABLE
 from caravel_lite.values import Failure, JobState, Priority
 
 __all__ = ["QueueAdmin", "LimitedKey", "JobSummary", "JobPage", "JobDetail", "FailureRecord",
-           "QueueSummary", "TenantCounts", "MinuteCount", "QueueStats", "PruneProgress"]
+           "QueueSummary", "TenantCounts", "MinuteCount", "QueueStats", "PruneProgress",
+           "WorkflowPage"]
 
 SUMMARY_COLUMNS = ("id, queue, tenant_id, wire_name, state, priority, attempts, max_attempts, "
                    "available_at, enqueued_at, finished_at, lease_expires_at, last_failure, "
@@ -67,7 +69,7 @@ def _summary_fields(row: Sequence[Any]) -> Dict[str, Any]:
         claimed_at=_maybe_ms(row[14]))
 
 
-class QueueAdmin(AdminControl):
+class QueueAdmin(AdminControl, WorkflowViews):
     """Operator views and actions over every tenant of the queue database ``db``
     (migrated with :func:`caravel_lite.migrate`). ``clock`` is the source of "now"
     (the system UTC clock by default), as for :class:`~caravel_lite.DatabaseQueue`;
@@ -163,7 +165,8 @@ class QueueAdmin(AdminControl):
         ``include_payload``."""
         ident = validation.check_uuid("job_id", job_id)
         p = self.db.param
-        columns = DETAIL_COLUMNS + CONTROL_COLUMNS + (", payload, result" if include_payload else "")
+        columns = (DETAIL_COLUMNS + CONTROL_COLUMNS
+                   + (", payload, result" if include_payload else "") + ", job_options")
         row = self.db.execute_sql(f"SELECT {columns} FROM {JOBS_TABLE} WHERE id = {p}",
                                   (ident,)).fetchone()
         if row is None:
@@ -178,7 +181,8 @@ class QueueAdmin(AdminControl):
                          result=row[23] if include_payload else None,
                          last_error_type=error_type,
                          idempotency_key=row[15], updated_at=_maybe_ms(row[16]),
-                         renewals=row[17], failures=history)
+                         renewals=row[17], failures=history,
+                         **workflow_fields(row[-1]))
 
     def job_ids(self, prefix: str, limit: int = 2) -> Tuple[uuid.UUID, ...]:
         """The ids of the jobs (any tenant) that begin with ``prefix``, as copied from a
