@@ -31,6 +31,7 @@ from caravel_lite.fences import fenced_write, left_as
 from caravel_lite.retry import recovering
 from caravel_lite.schema import JOBS_TABLE
 from caravel_lite.values import JobState, QueueLease
+from caravel_lite.workflows.operator import end_member
 
 if TYPE_CHECKING:
     from caravel_lite.clock import Clock
@@ -141,9 +142,6 @@ class Cancelling:
         def _then(self, lease: QueueLease, state: str,
                   now_ms: int) -> Optional[Callable[[], None]]: ...
 
-        def _then_row(self, job_id: str, options: Optional[str], state: str,
-                      now_ms: int) -> Optional[Callable[[], None]]: ...
-
     @property
     def cancels(self) -> CancelStatements:
         if self._cancels is None:
@@ -167,9 +165,10 @@ class Cancelling:
         # The tenant and queue compare exactly here too (a collation may not).
         if row is None or row[2] != queue_name or row[3] != tenant_id:
             return False
-        then = (self._then_row(ident, row[4], CANCELLED, now_ms) if row[0] == PENDING
-                else None)
-        if then is not None and self._cancel_member(ident, then, now_ms):
+        # A pending batch member is cancelled with its batch's count.
+        if row[0] == PENDING and end_member(self.db, self.dialect, row[4], ident,
+                                            sql.pending_member, (now_ms, now_ms, ident),
+                                            CANCELLED, now_ms):
             done = True
         else:
             done = cancel_one(self.db, self.dialect, sql.scoped, sql.settled,
@@ -177,25 +176,6 @@ class Cancelling:
         if done:
             self.telemetry.count("cancel_requested", queue_name)
         return done
-
-    def _cancel_member(self, ident: str, then: Callable[[], None], now_ms: int) -> bool:
-        """Cancel a pending batch member and count it, in one transaction; False when
-        it was no longer pending (then the plain cancel decides). A lost reply reads
-        the row back: cancelled means the transaction committed, count included."""
-        sql = self.cancels
-
-        def once() -> bool:
-            with self.dialect.write_transaction(self.db):
-                if self.db.execute_sql(sql.pending_member, (now_ms, now_ms, ident)).rowcount != 1:
-                    return False
-                then()
-            return True
-
-        def recover() -> bool:
-            row = self.db.execute_sql(sql.settled, (ident,)).fetchone()
-            return (row is not None and row[0] == CANCELLED) or once()
-
-        return recovering(self.dialect, self.db, once, recover)
 
     def end_cancelled(self, lease: QueueLease) -> bool:
         """End an owned lease whose job has a cancel request: CANCELLED, lease cleared.

@@ -25,6 +25,7 @@ from caravel_lite.admin.filters import (Instant, JobFilter, check_cursor, matchi
                                         recheck)
 from caravel_lite.admin.stats import StatsReader
 from caravel_lite.admin.workflows import WorkflowPage, WorkflowViews
+from caravel_lite.workflows.operator import end_member
 from caravel_lite.admin.values import (FailureRecord, JobDetail, workflow_fields, JobPage, JobSummary,
                                        MinuteCount, PruneProgress, QueueStats,
                                        QueueSummary, TenantCounts)
@@ -400,14 +401,17 @@ class QueueAdmin(AdminControl, WorkflowViews):
         ident = validation.check_uuid("job_id", job_id)
         # The queue names the counter; a job's queue never changes, so it can be read
         # before the update.
-        row = self.db.execute_sql(f"SELECT queue FROM {JOBS_TABLE} WHERE id = {self.db.param}",
-                                  (ident,)).fetchone()
+        row = self.db.execute_sql(f"SELECT queue, job_options FROM {JOBS_TABLE} "
+                                  f"WHERE id = {self.db.param}", (ident,)).fetchone()
         if row is None:
             return False
         now_ms = floor_ms(self._now_us())
-        changed = retrying(dialect_of(self.db), self.db,
-                           lambda: int(self.db.execute_sql(self._discard,
-                                                           (now_ms, now_ms, ident)).rowcount)) == 1
+        # A batch member is discarded with its batch's count.
+        changed = bool(end_member(self.db, dialect_of(self.db), row[1], ident, self._discard,
+                                  (now_ms, now_ms, ident), DEAD, now_ms))
+        changed = changed or retrying(
+            dialect_of(self.db), self.db,
+            lambda: int(self.db.execute_sql(self._discard, (now_ms, now_ms, ident)).rowcount)) == 1
         if changed:
             # Counted as the worker counts a job dead-lettered by ``Discard`` (no
             # attempt failed here, so not ``failed``).

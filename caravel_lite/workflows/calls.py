@@ -97,15 +97,6 @@ class WorkflowCalls:
         followups = self.followups
         return lambda: followups.after(member, ident, state, now_ms)
 
-    def _then_row(self, job_id: str, options: Optional[str], state: str,
-                  now_ms: int) -> Optional[Callable[[], None]]:
-        """:meth:`_then` for a job finished without its lease (the sweep, an operator)."""
-        member = membership_of(options)
-        if member is None or not self.followups.applies(member, state):
-            return None
-        followups = self.followups
-        return lambda: followups.after(member, job_id, state, now_ms)
-
     # -- writing -------------------------------------------------------------------------
 
     def _prepare_items(self, items: object, field: str, now_us: int) -> List[Envelope]:

@@ -150,3 +150,20 @@ def test_bad_batches_are_refused_naming_the_field_and_write_nothing(db, items, e
         queue.enqueue_batch(items, **extra)
     assert raised.value.field == field
     assert count(db) == 0 and workflow_rows(db) == 0
+
+
+def test_an_operators_cancel_and_discard_of_pending_members_count_in_the_batch(db):
+    queue = make_queue(db)
+    batch = queue.enqueue_batch([(Step("a"), to()), (Step("b"), to())], **callbacks())
+    admin = QueueAdmin(db)
+    assert admin.cancel(batch.job_ids[0])
+    assert state_of(db, batch.on_failure) == "pending"
+    assert admin.discard(batch.job_ids[1])
+    status = queue.batch_status(batch.batch_id, QUEUE, TENANT)
+    assert (status.finished, status.failed) == (2, 2) and status.closed_at is not None
+    assert status.counts == {"cancelled": 1, "dead_letter": 1}
+    assert state_of(db, batch.on_complete) == "pending"
+    # repeated: nothing counted twice
+    assert not admin.discard(batch.job_ids[1])
+    assert not admin.cancel(batch.job_ids[0])
+    assert queue.batch_status(batch.batch_id, QUEUE, TENANT).finished == 2
