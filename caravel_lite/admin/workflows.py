@@ -46,13 +46,9 @@ class WorkflowViews:
             cursor = validation.check_uuid("after", after)
             rows = self.db.execute_sql(sql.listing_before,
                                        (queue, kind.value, cursor, limit)).fetchall()
-        found = tuple(summary_of(row, self._counts(str(row[0]))) for row in rows)
+        found = tuple(summary_of(row, sql.job_counts(self.db, str(row[0]))) for row in rows)
         last = str(found[-1].workflow_id) if len(found) == limit else None
         return WorkflowPage(found, last)
-
-    def _counts(self, ident: str) -> dict:  # type: ignore[type-arg]
-        return {str(state): int(n) for state, n in
-                self.db.execute_sql(self._wsql.counts, (ident,)).fetchall()}
 
     def batches(self, queue: str, limit: int = 50,
                 after: Optional[str] = None) -> WorkflowPage:
@@ -70,4 +66,4 @@ class WorkflowViews:
         """One chain or batch by id (any tenant), None for an unknown id."""
         ident = validation.check_uuid("workflow_id", workflow_id)
         row = self.db.execute_sql(self._wsql.summary, (ident,)).fetchone()
-        return None if row is None else summary_of(row, self._counts(ident))
+        return None if row is None else summary_of(row, self._wsql.job_counts(self.db, ident))

@@ -300,11 +300,7 @@ class WorkflowCalls:
         if row is None or row[1] != kind.value or row[2] != queue_name \
                 or row[3] != tenant_id:
             return None
-        return summary_of(row, self._counts(ident))
-
-    def _counts(self, ident: str) -> Dict[str, int]:
-        return {str(state): int(n) for state, n in
-                self._execute(self.followups.sql.counts, (ident,)).fetchall()}
+        return summary_of(row, self.followups.sql.job_counts(self.db, ident))
 
     def batch_status(self, batch_id: Union[uuid.UUID, str], queue_name: str,
                      tenant_id: str) -> Optional[BatchStatus]:

@@ -63,6 +63,11 @@ class WorkflowStatements:
         self.listing_before = (f"SELECT {SUMMARY} FROM {w} WHERE queue = {p} AND kind = {p} "
                                f"AND id < {p} ORDER BY id DESC LIMIT {p}")
 
+    def job_counts(self, db: peewee.Database, workflow_id: str) -> Dict[str, int]:
+        """A workflow's jobs by state (its callbacks are not among them)."""
+        return {str(state): int(n) for state, n in
+                db.execute_sql(self.counts, (workflow_id,)).fetchall()}
+
     def _ids(self, n: int) -> str:
         return ", ".join([self._p] * n)
 

@@ -49,6 +49,18 @@ def test_200_batches_finished_by_2_processes_of_8_threads_decide_each_callback_o
                                       + [f"b{n}-ok" for n in range(BATCHES)])
 
 
+def _killed_after_it_says(target, db_url):
+    """Run ``target`` in a child process; SIGKILL it once it reports; its report."""
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    child = context.Process(target=target, args=(db_url, results))
+    child.start()
+    said = results.get(timeout=procs.TIMEOUT)
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(procs.TIMEOUT)
+    return said
+
+
 def _batch_with_one_left(queue):
     batch = queue.enqueue_batch([(Step("first"), to()), (Step("last"), to())],
                                 on_complete=(Step("callback"), to()))
@@ -61,14 +73,7 @@ def test_a_kill_inside_the_last_completion_leaves_neither_and_the_takeover_decid
         db_url, db):
     queue = make_queue(db, lease_duration=timedelta(seconds=2))
     batch = _batch_with_one_left(queue)
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    child = context.Process(target=procs.die_inside_the_last_completion,
-                            args=(db_url, results))
-    child.start()
-    assert results.get(timeout=procs.TIMEOUT) == "inside"
-    os.kill(child.pid, signal.SIGKILL)
-    child.join(procs.TIMEOUT)
+    assert _killed_after_it_says(procs.die_inside_the_last_completion, db_url) == "inside"
     # the member's completion and the callback's release were one transaction
     last = batch.job_ids[1]
     assert state_of(db, last) == "leased"
@@ -88,14 +93,8 @@ def test_a_kill_after_the_last_completion_leaves_the_callback_due_for_any_worker
         db_url, db):
     queue = make_queue(db)
     batch = _batch_with_one_left(queue)
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    child = context.Process(target=procs.complete_the_last_then_wait,
-                            args=(db_url, results))
-    child.start()
-    assert results.get(timeout=procs.TIMEOUT) == ("completed", True)
-    os.kill(child.pid, signal.SIGKILL)
-    child.join(procs.TIMEOUT)
+    assert _killed_after_it_says(procs.complete_the_last_then_wait, db_url) == (
+        "completed", True)
     assert state_of(db, batch.on_complete) == "pending"
     jobs.RAN.clear()
     drain(queue, QUEUE)
