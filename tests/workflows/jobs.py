@@ -40,9 +40,21 @@ def _flaky(job: Flaky, ctx: Any) -> None:
     RAN.append(job.name)
 
 
+@dataclass(frozen=True)
+class InTransaction:
+    """Completes in its handler's own transaction (ctx.transaction())."""
+    name: str
+
+
+def _in_transaction(job: InTransaction, ctx: Any) -> None:
+    with ctx.transaction():
+        RAN.append(job.name)
+
+
 registry = JobRegistry()
 registry.register("workflows.step.v1", Step, _record)
 registry.register("workflows.flaky.v1", Flaky, _flaky)
+registry.register("workflows.in-transaction.v1", InTransaction, _in_transaction)
 
 
 def make_queue(db: peewee.Database, clock: Any = None, **options: Any) -> DatabaseQueue:

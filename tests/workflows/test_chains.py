@@ -3,13 +3,15 @@ that fails for good holds the rest (HELD, counted and listed) until it is replay
 and completes, or the chain is cancelled. Written in one transaction."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from caravel_lite import Failure, InvalidField, JobState, QueueAdmin, QueueIdempotencyConflict
 from caravel_lite.testing import drain
 from tests.workflows import jobs
-from tests.workflows.jobs import (QUEUE, TENANT, Flaky, Step, count, make_queue, state_of,
-                                  to, workflow_rows)
+from tests.workflows.jobs import (QUEUE, TENANT, Flaky, InTransaction, Step, count,
+                                  make_queue, state_of, to, workflow_rows)
 
 
 @pytest.fixture(autouse=True)
@@ -136,3 +138,28 @@ def test_bad_chains_are_refused_naming_the_field_and_write_nothing(db, steps, fi
         queue.enqueue_chain(steps)
     assert raised.value.field == field
     assert count(db) == 0 and workflow_rows(db) == 0
+
+
+def test_a_step_completed_in_its_handlers_transaction_releases_the_next_in_it(db):
+    queue = make_queue(db)
+    chain = queue.enqueue_chain([(InTransaction("t1"), to()), (Step("after"), to())])
+    batch = queue.enqueue_batch([(InTransaction("t2"), to())],
+                                on_complete=(Step("callback"), to()))
+    drain(queue, QUEUE)
+    assert jobs.RAN.index("t1") < jobs.RAN.index("after")
+    assert jobs.RAN.index("t2") < jobs.RAN.index("callback")
+    assert queue.chain_status(chain.chain_id, QUEUE, TENANT).counts == {"completed": 2}
+    assert queue.batch_status(batch.batch_id, QUEUE, TENANT).finished == 1
+
+
+def test_a_step_that_keeps_its_result_releases_the_next_and_keeps_both_options(db):
+    queue = make_queue(db)
+    kept = to(keep_result=True, timeout=timedelta(seconds=30))
+    chain = queue.enqueue_chain([(Step("kept"), kept), (Step("after"), to())])
+    drain(queue, QUEUE)
+    assert jobs.RAN == ["kept", "after"]
+    result = queue.result(chain.job_ids[0], QUEUE, TENANT)
+    assert result is not None and result.state is JobState.COMPLETED
+    options = db.execute_sql(f"SELECT job_options FROM caravel_jobs WHERE id = {db.param}",
+                             (str(chain.job_ids[0]),)).fetchone()[0]
+    assert '"keep_result":true' in options and '"timeout_us":30000000' in options
