@@ -11,6 +11,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import inspect
 import json
 import math
 import re
@@ -197,6 +198,49 @@ class _ScalarPlan:
 
     fields: Plan
     text_order: Tuple[Tuple[int, str], ...]
+    # Whether an accepted job is rebuilt and compared (see _plain): False only where
+    # building the type from a job's own field values can give nothing but an equal job.
+    rebuild: bool = True
+
+
+def _written_by_dataclass(job_type: type, name: str) -> bool:
+    """The class's own ``name`` is a method @dataclass generated (its code compiled from
+    text, not from a source file)."""
+    code = getattr(job_type.__dict__.get(name), "__code__", None)
+    return code is not None and code.co_filename == "<string>"
+
+
+def _plain(job_type: type) -> bool:
+    """True when constructing ``job_type`` only stores its arguments and equality only
+    compares the stored fields: ``__init__`` and ``__eq__`` are the ones @dataclass wrote
+    on the class itself, there is no ``__post_init__``, no ``__new__``, no
+    ``__setattr__`` but object's or a frozen dataclass's, no metaclass ``__call__``, no
+    ``__getattribute__`` or ``__getattr__`` of its own, and no field name is a data
+    descriptor of the class. Then a job rebuilt from its own scalar values equals it
+    by construction, and the trial rebuild would prove nothing."""
+    params = getattr(job_type, "__dataclass_params__", None)
+    if params is None or not (params.init and params.eq) or hasattr(job_type, "__post_init__"):
+        return False
+    if job_type.__new__ is not object.__new__:  # type: ignore[comparison-overlap]
+        return False
+    if not (_written_by_dataclass(job_type, "__init__")
+            and _written_by_dataclass(job_type, "__eq__")):
+        return False
+    setter = job_type.__setattr__
+    if setter is not object.__setattr__ and not (  # type: ignore[comparison-overlap]
+            params.frozen and _written_by_dataclass(job_type, "__setattr__")):
+        return False
+    # Construction through a metaclass of its own, and reads through hooks of the
+    # class's own, can change what is built or what is seen.
+    meta_call: Any = type(job_type).__call__
+    reader: Any = job_type.__getattribute__
+    if meta_call is not type.__call__ or reader is not object.__getattribute__ \
+            or hasattr(job_type, "__getattr__"):
+        return False
+    # A field whose class attribute is a data descriptor stores through it (read as
+    # stored on the class, not through the descriptor's own __get__).
+    return not any(hasattr(type(inspect.getattr_static(job_type, f.name, None)), "__set__")
+                   for f in dataclasses.fields(job_type))
 
 
 _PLANS: Dict[type, Optional[_ScalarPlan]] = {}  # job type -> plan or None, on first use
@@ -236,7 +280,8 @@ def _scalar_plan(job_type: type) -> Optional[_ScalarPlan]:
             if len(checks) == len(kinds):
                 order = sorted(range(len(checks)), key=lambda index: checks[index][0])
                 plan = _ScalarPlan(checks, tuple(
-                    (index, _json_string(checks[index][0]) + ":") for index in order))
+                    (index, _json_string(checks[index][0]) + ":") for index in order),
+                    not _plain(job_type))
     except Exception:  # unresolvable annotations and the like: the general path decides
         plan = None
     _PLANS[job_type] = plan
@@ -266,7 +311,6 @@ def encode_scalars(job_type: type, job: Any) -> Optional[str]:
     plan = _scalar_plan(job_type)
     if plan is None:
         return None
-    data = {}
     values = []
     for name, accepted in plan.fields:
         value = getattr(job, name)
@@ -282,16 +326,17 @@ def encode_scalars(job_type: type, job: Any) -> Optional[str]:
             value = value or 0.0  # -0.0 is stored as 0.0, as the general path does
         elif kind is int and value.bit_length() > _BIG_INT_BITS:
             return None  # the general path checks it against the interpreter's limit
-        data[name] = value
         values.append(value)
-    try:
-        # What decoding would build: the constructor (and any __post_init__) applied to
-        # the same values.
-        rebuilt = job_type(**data)
-    except Exception:
-        return None
-    if not same_job(rebuilt, job):
-        return None
+    if plan.rebuild:
+        try:
+            # What decoding would build: the constructor (and any __post_init__)
+            # applied to the same values.
+            rebuilt = job_type(**{name: value for (name, _), value
+                                  in zip(plan.fields, values)})
+        except Exception:
+            return None
+        if not same_job(rebuilt, job):
+            return None
     # Written here rather than by _ENCODER: the same text (the tests compare the two),
     # without building the encoder's machinery on every enqueue.
     return "{" + ",".join([key + _scalar_text(values[index])

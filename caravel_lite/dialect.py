@@ -91,6 +91,10 @@ class Dialect:
     # index: one more B-tree, and one more page, for every committed insert
     # (migration 0005).
     without_rowid: bool = False
+    # The database runs inside this process (SQLite): no connection can drop between a
+    # statement and its reply, so no reply is ever lost and nothing needs recovering
+    # (caravel_lite.retry.recovering). A single statement then runs directly.
+    in_process: bool = False
 
     # Batches of new rows can be streamed with COPY ... FROM STDIN (PostgreSQL through
     # psycopg 3) instead of multi-row INSERTs: no statement with thousands of parameters
@@ -265,7 +269,7 @@ class Dialect:
         return self.errors.is_unfixable(exc)
 
 
-SQLITE = Dialect("sqlite", immediate_writes=True, exact_collation=None, payload_type="TEXT",
+SQLITE = Dialect("sqlite", immediate_writes=True, in_process=True, exact_collation=None, payload_type="TEXT",
                  change_signal="data_version", update_returning=True, claim_lock="",
                  partial_indexes=True, without_rowid=True, index_hint="INDEXED BY {index}",
                  prune_pacing=PrunePacing(batch=100, share=1.0, margin=0.002),

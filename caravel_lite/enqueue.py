@@ -9,6 +9,7 @@ means nothing was committed, and the same rows are written again under the same 
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, cast
 
@@ -84,6 +85,9 @@ class Enqueuing:
     _sql: Statements
     _batch: BatchStatements
     _max_statement_bytes: Optional[int]  # read once, on first use
+    # A single statement outside a transaction runs without recovering() around it
+    # (Dialect.in_process and a database that repeats its own statements).
+    _direct_statements: bool
     _flow: limits.FlowPolicy
     _debouncer: Debouncer  # built on the first debounced enqueue
 
@@ -163,6 +167,10 @@ class Enqueuing:
                 # atomic(), which refuses to nest in peewee's manual-commit mode.
                 with self.db.savepoint():
                     insert()
+            elif self._direct_statements:
+                # recovering() would run the statement as it is: the database repeats
+                # its own lock conflicts and, in process, never loses a reply.
+                self._execute(sql, params)
             else:
                 recovering(self.dialect, self.db, insert, recover, statement=True)
         except peewee.IntegrityError:
@@ -178,8 +186,9 @@ class Enqueuing:
             self.telemetry.count("deduplicated", envelope.queue)
             return existing
         self.telemetry.count("accepted", envelope.queue)
-        logger.debug("enqueued job %s on queue %s", job_id, envelope.queue,
-                     extra=envelope_fields(job_id, envelope))
+        if logger.isEnabledFor(logging.DEBUG):  # the fields only when they are logged
+            logger.debug("enqueued job %s on queue %s", job_id, envelope.queue,
+                         extra=envelope_fields(job_id, envelope))
         return EnqueueResult(job_id, False)
 
     @budgeted

@@ -10,7 +10,7 @@ from caravel_lite import codec, tracing, validation
 from caravel_lite.clock import ceil_ms, duration_micros, floor_ms, to_micros
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
 from caravel_lite.job_options import NO_OPTIONS, stored_options
-from caravel_lite.limits import flow_columns
+from caravel_lite.limits import FlowPolicy
 from caravel_lite.options import QueueOptions
 from caravel_lite.registry import JobRegistry
 from caravel_lite.values import Dispatch, Priority
@@ -111,7 +111,12 @@ def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
     if queue is None:
         raise InvalidField("queue", f"required: neither the Dispatch nor the job type "
                            f"{definition.wire_name!r} names a queue")
-    group, key = flow_columns(registry, options, definition, dispatch)
+    if dispatch.concurrency_key is None and not registry.flow_controlled and not (
+            options.fair_tenants or options.concurrency_limit or options.rate_limit):
+        # No flow control: answered here, without building a policy (every enqueue).
+        group = key = None
+    else:
+        group, key = FlowPolicy(registry, options).columns(definition, dispatch)
     ident = dispatch.idempotency_key
     scope = None
     debounce_us = None

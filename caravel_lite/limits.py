@@ -163,16 +163,6 @@ class FlowPolicy:
         return gates
 
 
-def flow_columns(registry: "JobRegistry", options: "QueueOptions",
-                 definition: "JobDefinition", dispatch: "Dispatch"
-                 ) -> Tuple[Optional[str], Optional[str]]:
-    """:meth:`FlowPolicy.columns`, answered without building a policy for the jobs of
-    a queue that declares no flow control (every enqueue asks)."""
-    if dispatch.concurrency_key is None and not registry.flow_controlled and not (
-            options.fair_tenants or options.concurrency_limit or options.rate_limit):
-        return None, None
-    return FlowPolicy(registry, options).columns(definition, dispatch)
-
 
 def key_scope(queue_name: str, key: str) -> str:
     return scope("key", queue_name, key)

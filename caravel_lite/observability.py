@@ -76,13 +76,14 @@ class Telemetry:
             # No tracing installed: skip the span machinery altogether (it cost about a
             # third of a fast worker's throughput while recording nothing), down to the
             # generator a context manager function would build for every job.
-            return _NO_SPAN
+            return NO_SPAN
         return self._recorded(name, attributes, origin)
 
     def tracing(self) -> bool:
         """Whether spans are recorded (a tracer provider is installed)."""
-        return self._tracer is not None and not (self._global_tracer
-                                                 and not _tracing_configured())
+        if self._tracer is None:
+            return False
+        return not self._global_tracer or _tracing_seen or _tracing_configured()
 
     @contextlib.contextmanager
     def _recorded(self, name: str, attributes: Dict[str, Any],
@@ -124,7 +125,7 @@ class _NoSpan:
         return None
 
 
-_NO_SPAN = _NoSpan()
+NO_SPAN = _NoSpan()
 
 
 # The global tracer provider can be installed only once, so a "configured" answer is

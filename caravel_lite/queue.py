@@ -107,6 +107,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancell
                 "to each connection, and a worker uses several threads (its lease renewal "
                 "runs on its own): use open_database('sqlite:///:memory:'), which shares "
                 "one in-memory database between threads, or a database file")
+        self._direct_statements = self.dialect.in_process and bool(
+            getattr(db, "repeats_own_statements", False))
         self._sql = Statements.build(db, CANDIDATES)
         self._batch = BatchStatements(db, self.dialect.claim_lock)
         self._claimer = Claimer(db, self.dialect, self._sql, self._batch, self.telemetry)

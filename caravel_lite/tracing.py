@@ -57,13 +57,44 @@ _trace: Any = _optional("opentelemetry.trace")
 _w3c: Any = _optional("opentelemetry.trace.propagation.tracecontext")
 
 
+def _span_slot() -> Tuple[Any, Any]:
+    """(the context variable OpenTelemetry keeps the current context in, the key of the
+    current span in it), or (None, None) where the runtime context is another kind
+    (``OTEL_PYTHON_CONTEXT``) or the API's layout has changed: then :func:`capture`
+    asks the public ``get_current_span``. Reading the variable directly saves every
+    enqueue the four calls the public path makes to find that no span is current."""
+    try:
+        from opentelemetry import context as otel_context
+        from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+        from opentelemetry.trace.propagation import _SPAN_KEY
+        runtime = getattr(otel_context, "_RUNTIME_CONTEXT")
+        if type(runtime) is not ContextVarsRuntimeContext:  # a subclass may read otherwise
+            return None, None
+        variable = runtime._current_context
+        variable.get().get(_SPAN_KEY)  # the shape assumed below
+    except Exception:
+        return None, None
+    return variable, _SPAN_KEY
+
+
+_current_context, _span_key = _span_slot() if _trace is not None else (None, None)
+
+
 def capture() -> Optional[str]:
     """The current span's W3C context as stored text, or None when OpenTelemetry is
     absent or no valid span is current (then nothing is stored and the call costs a
     context lookup)."""
     if _trace is None:
         return None
-    context = _trace.get_current_span().get_span_context()
+    if _current_context is not None:
+        span = _current_context.get().get(_span_key)
+        if span is None:
+            return None
+        if not isinstance(span, _trace.Span):  # what get_current_span would not return
+            span = _trace.get_current_span()
+    else:
+        span = _trace.get_current_span()
+    context = span.get_span_context()
     if not context.is_valid:
         return None
     # Formatted by hand (json.dumps costs more than the rest): the traceparent is hex

@@ -10,6 +10,7 @@ acknowledged twice.
 """
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
@@ -180,7 +181,8 @@ class Acknowledgements:
     def _report(self, what: str, lease: QueueLease, done: bool) -> None:
         if not done:
             self.lost(lease, f"lease no longer owned at the {what}")
-        elif what.endswith("completion"):
+        elif what.endswith("completion") and logger.isEnabledFor(logging.INFO):
+            # Checked first: the fields would be built for every job, logged or not.
             logger.info("job %s on queue %s completed (attempt %d)", lease.job_id,
                         lease.context.queue, lease.attempt, extra=lease_fields(lease))
 

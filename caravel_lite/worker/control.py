@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import TYPE_CHECKING, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence, Tuple
 
 import peewee
 
@@ -83,6 +83,10 @@ class RunControl:
 
     def paused(self, name: str) -> bool:
         return name in self._paused.names
+
+    def paused_names(self) -> FrozenSet[str]:
+        """The queues paused as last read (every queue, not only this worker's)."""
+        return self._paused.names
 
     def active(self) -> Tuple[str, ...]:
         return tuple(name for name in self.names if name not in self._paused.names)

@@ -37,7 +37,7 @@ from typing import Any, Callable, ContextManager, Dict, Optional
 
 from caravel_lite import codec, effects, job_options, results, tracing
 from caravel_lite.logfields import lease_fields
-from caravel_lite.observability import Telemetry, logger
+from caravel_lite.observability import NO_SPAN, Telemetry, logger
 from caravel_lite.outcomes import Discard, Snooze
 from caravel_lite.values import Failure, QueueLease
 from caravel_lite.worker import timeouts
@@ -83,6 +83,9 @@ class Execution:
         # What its span relates to (the enqueuing span), set by the worker only while
         # tracing is configured (caravel_lite.tracing).
         self.origin: Optional[tracing.Origin] = None
+        # Whether spans were recorded when the job was admitted (Settler.admit asks
+        # once per job; its run's span follows that answer).
+        self.traced = False
         self.handler = handler
         self.job = job
         self.is_async = is_async  # the registry's, decided once per job type
@@ -144,6 +147,14 @@ def span_attributes(lease: QueueLease) -> Dict[str, Any]:
             "wire_name": lease.wire_name}
 
 
+def job_span(telemetry: Telemetry, execution: "Execution") -> ContextManager[Any]:
+    """The span of a job's run; the shared no-op one, with no attributes built, when
+    nothing traced as the job was admitted (every job asks)."""
+    if not execution.traced:
+        return NO_SPAN
+    return telemetry.span(SPAN_NAME, span_attributes(execution.lease), execution.origin)
+
+
 class Runner:
     """Runs executions: in the calling thread (:meth:`run`) or as a task on the event
     loop (:meth:`run_async`); each ends with ``finished(execution)``."""
@@ -175,8 +186,7 @@ class Runner:
         ``SystemExit`` from the handler is raised again after that."""
         control = execution.control
         interrupt: Optional[BaseException] = None
-        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease),
-                                 execution.origin) as span:
+        with job_span(self.telemetry, execution) as span:
             try:
                 if control.ctx.cancelled.is_set():  # stopped before it started
                     execution.settlement = self._unstarted(control)
@@ -227,8 +237,7 @@ class Runner:
         the handler raises escapes this task (a ``SystemExit`` escaping a task would
         stop the event loop, and every async job after it with it)."""
         control = execution.control
-        with self.telemetry.span(SPAN_NAME, span_attributes(execution.lease),
-                                 execution.origin) as span:
+        with job_span(self.telemetry, execution) as span:
             try:
                 task = asyncio.current_task()
                 assert task is not None

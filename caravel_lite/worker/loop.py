@@ -229,14 +229,16 @@ class RunLoop:
         handed back until their lease expired."""
         cutoff = self.settler.clock() + self.settler.stale_margin
         # Those of a paused queue too: a pause stops jobs starting, not only claims.
-        paused = self.control.paused
+        # (The set read once: this runs on every pass of the loop.)
+        paused = self.control.paused_names()
         stale = [lease for lease in self.waiting
-                 if lease.expires_at <= cutoff or paused(lease.context.queue)]
+                 if lease.expires_at <= cutoff or (paused and lease.context.queue in paused)]
         for lease in stale:
             self.waiting.remove(lease)
         for key, execution in list(self.running.items()):
-            if (execution.started_at is None and (execution.lease.expires_at <= cutoff
-                                                  or paused(execution.lease.context.queue))
+            if (execution.started_at is None and (
+                    execution.lease.expires_at <= cutoff
+                    or (paused and execution.lease.context.queue in paused))
                     and execution.take()):
                 del self.running[key]
                 if execution.is_async:

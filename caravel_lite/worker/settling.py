@@ -53,10 +53,10 @@ class Settler:
             self.settle(lease, old, batch)
             return None
         prepared = prepare(lease, self.queue)
-        origin = (tracing.read_origin(self.queue, lease) if self.telemetry.tracing()
-                  else None)
+        traced = self.telemetry.tracing()
+        origin = tracing.read_origin(self.queue, lease) if traced else None
         if isinstance(prepared, Execution):
-            prepared.origin = origin
+            prepared.origin, prepared.traced = origin, traced
             return prepared
         with self.telemetry.span(SPAN_NAME, span_attributes(lease), origin) as span:
             span.set("outcome", prepared.outcome.value)

@@ -1,6 +1,7 @@
 """README examples run as a user runs them: the first snippet as a script, in a
 directory of its own, and then once more (its SQLite file and job already there); the
-testing section's example of a job due later as a pytest file of a user's project."""
+testing guide's example of a job due later (docs/how-to/testing.md) as a pytest file of
+a user's project."""
 from __future__ import annotations
 
 import re
@@ -17,8 +18,8 @@ from tests.scheduler.jobs import Tick, make_queue
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def python_snippets() -> list:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def python_snippets(page: str = "README.md") -> list:
+    text = (ROOT / page).read_text(encoding="utf-8")
     return re.findall(r"```python\n(.*?)```", text, re.S)
 
 
@@ -29,7 +30,7 @@ def first_python_snippet() -> str:
 
 
 def snippet_with(marker: str) -> str:
-    (found,) = [code for code in python_snippets() if marker in code]
+    (found,) = [code for code in python_snippets("docs/how-to/testing.md") if marker in code]
     return found
 
 
@@ -77,7 +78,8 @@ def test_the_testing_sections_job_due_later_waits_on_the_queues_clock(tmp_path):
 
 
 def test_a_due_time_from_the_real_clock_runs_at_once_under_the_factorys_clock(tmp_path):
-    """What the README warns of: the factory's clock stands years ahead of real time."""
+    """What the testing guide warns of: the factory's clock stands years ahead of real
+    time."""
     code = snippet_with("def test_a_reminder_waits_a_day")
     real_time = code.replace("queue.clock() + timedelta(days=1)",
                              "datetime.now(timezone.utc) + timedelta(days=1)")

@@ -62,6 +62,9 @@ class RunResult:
     enqueued: int = 0
     workers_started: int = 0
     stale_claims: int = 0   # leases that reached a worker with under half their time
+    frozen_claims: int = 0  # leases lost while the machine froze their worker
+    stalled_claims: int = 0  # leases that ran out in or right after a stall
+    interrupted_claims: int = 0  # attempts spent by a claim its dying worker never logged
     leased_after_stop: int = 0  # jobs leased once the chaos phase's workers stopped
     violations: Dict[str, List[str]] = field(default_factory=dict)
 
@@ -322,7 +325,8 @@ class Run:
                 result.stops[worker.stop.value] += 1
         with self.db.connection_context():
             evidence = invariants.Evidence.gather(self.db, self.fleet.workers, enqueuer.accepted,
-                                                  self.settings, self.leased_after_stop)
+                                                  self.settings, self.leased_after_stop,
+                                                  self.stalls)
         result.violations = invariants.check(evidence)
         with self.db.connection_context():
             result.violations.update(workflows.check(self.db, self.workflows, evidence.jobs,
@@ -353,7 +357,10 @@ def describe(result: RunResult) -> str:
              "  stops: " + _counts(result.stops),
              "  handler runs by outcome: " + _counts(result.outcomes),
              f"  leases that reached their worker with under half their time left: "
-             f"{result.stale_claims}; jobs leased when the workers had stopped: "
+             f"{result.stale_claims}; lost while their worker was frozen: "
+             f"{result.frozen_claims}, in or right after a stall: {result.stalled_claims}, "
+             f"by a worker that died before logging its claim: {result.interrupted_claims}; "
+             f"jobs leased when the workers had stopped: "
              f"{result.leased_after_stop}"]
     if not result.violations:
         lines.append("  invariants: all held")

@@ -44,6 +44,16 @@ BEFORE_STOP = 25_000
 # A handler that ends this close to its lease's lifetime (max_lease_lifetime from the
 # claim) cannot be promised its acknowledgement: the write has to land before then.
 LIFETIME_MARGIN = SECOND // 2
+# A worker whose ticker (tests.chaos.worker.TICK, every 0.1 s) went silent this long
+# was not running: a loaded machine gave the process no CPU. A lease that ran out in
+# such a freeze could be neither started nor handed back by any worker, so what its
+# loss leaves (an unstarted lease, an attempt spent) is excused there, and counted.
+FROZEN = SECOND // 2
+# A stall (the jobs table locked by another session) holds every worker's statements;
+# a lease whose last moments fell in one, or within this long after it (the backlog of
+# statements a stall leaves), could not be acknowledged or handed back in time however
+# the worker behaved: excused, and counted.
+AFTER_STALL = SECOND // 2
 
 DESCRIPTIONS = {
     "unfinished": "every job reached a final state (completed or dead-lettered)",
@@ -108,13 +118,19 @@ class Evidence:
     ends: List[Tuple[Key, Logged]] = field(default_factory=list)
     accepted: List[Tuple[str, bool, bool]] = field(default_factory=list)
     stale_claims: int = 0  # leases that arrived with less than half their time left
+    frozen_claims: int = 0  # leases lost while their worker was frozen (FROZEN)
+    stalled_claims: int = 0  # leases that ran out in or right after a stall (AFTER_STALL)
+    interrupted_claims: int = 0  # attempts spent by claims of workers that died abruptly
+    stalls: List[Tuple[int, int]] = field(default_factory=list)  # (start, end) in us
+    ticks: Dict[int, List[int]] = field(default_factory=lambda: defaultdict(list))
     # Leases left when every worker of the chaos phase had stopped (job id, attempt).
     leased_after_stop: Set[Key] = field(default_factory=set)
 
     @classmethod
     def gather(cls, db: peewee.Database, workers: Iterable["WorkerProcess"],
                accepted: List[Tuple[str, bool, bool]], settings: "Settings",
-               leased_after_stop: Iterable[Key] = ()) -> "Evidence":
+               leased_after_stop: Iterable[Key] = (),
+               stalls: Iterable[Tuple[float, float]] = ()) -> "Evidence":
         p = db.param
         found = {row[0]: (row[1], int(row[2])) for row in db.execute_sql(
             f"SELECT id, state, attempts FROM caravel_jobs WHERE queue = {p}",
@@ -129,7 +145,8 @@ class Evidence:
                     f"SELECT job_id, n, attempt, pid, behaviour, started_us, ended_us, "
                     f"outcome, cancelled FROM {jobs.RUNS}").fetchall()]
         evidence = cls(settings, {w.pid: w for w in workers}, found, failures, runs,
-                       accepted=list(accepted), leased_after_stop=set(leased_after_stop))
+                       accepted=list(accepted), leased_after_stop=set(leased_after_stop),
+                       stalls=[(int(a * SECOND), int(b * SECOND)) for a, b in stalls])
         for worker in evidence.workers.values():
             evidence._read_log(worker)
         return evidence
@@ -148,6 +165,8 @@ class Evidence:
                 elif len(words) == 4 and words[0] == "start":
                     self.starts[(words[1], int(words[2]))].append(
                         Logged(worker.pid, int(words[3])))
+                elif len(words) == 2 and words[0] == "tick":
+                    self.ticks[worker.pid].append(int(words[1]))
                 elif len(words) == 5 and words[0] == "end":
                     self.ends.append(((words[1], int(words[2])),
                                       Logged(worker.pid, int(words[4]), words[3])))
@@ -174,6 +193,34 @@ class Evidence:
         if worker is None:
             return False
         return any(w.overlaps(start_us / SECOND, end_us / SECOND) for w in worker.windows())
+
+    def in_stall(self, start_us: int, end_us: int) -> bool:
+        """Whether a stall, or the AFTER_STALL that follows it, overlaps the span."""
+        return any(start < end_us and end + AFTER_STALL > start_us
+                   for start, end in self.stalls)
+
+    def died_abruptly(self, start_us: int, end_us: int) -> bool:
+        """Whether some worker of the chaos phase ended in the span by an exit no clean
+        stop gives (KeyboardInterrupt, death by a signal, killed): one that had a claim
+        committed and not yet logged left its attempt spent, by design."""
+        for worker in self.workers.values():
+            if worker.exited_at is None or worker.drain:
+                continue
+            if worker.killed or worker.returncode not in (0, None):
+                if start_us <= int(worker.exited_at * SECOND) <= end_us:
+                    return True
+        return False
+
+    def frozen(self, pid: int, start_us: int, end_us: int) -> bool:
+        """Whether ``pid``'s ticks stopped for FROZEN or longer at some time in the span
+        (a process that wrote no tick at all is not judged frozen)."""
+        ticks = self.ticks.get(pid)
+        if not ticks:
+            return False
+        for before, after in zip(ticks, ticks[1:]):
+            if after - before >= FROZEN and before < end_us and after > start_us:
+                return True
+        return False
 
     def claimed_us(self, key: Key, pid: int, before_us: int) -> Optional[int]:
         """When ``pid``'s claim of ``key`` that its run at ``before_us`` started from
@@ -236,6 +283,15 @@ def check(evidence: Evidence) -> Dict[str, List[str]]:
     for job_id, (state, attempts) in sorted(states.items()):
         for k in range(1, attempts + 1):
             if (job_id, k) not in evidence.claims:
+                later = [c.at_us for c in evidence.claims.get((job_id, k + 1), [])]
+                if later:
+                    # The lost claim's lease ran out before the next claim of the job:
+                    # it was made at most a lease (never renewed: never started) and
+                    # the sweep's margin earlier.
+                    next_us = min(later)
+                    if evidence.died_abruptly(next_us - lease_us - SECOND, next_us):
+                        evidence.interrupted_claims += 1
+                        continue
                 still = (", still leased when every worker had stopped"
                          if (job_id, k) in evidence.leased_after_stop else "")
                 found["orphaned_claim"].append(
@@ -251,7 +307,11 @@ def check(evidence: Evidence) -> Dict[str, List[str]]:
             continue
         record = evidence.run_row(key, logged.pid)
         started = record.started_us if record is not None else logged.at_us - lease_us
-        if evidence.stalled(logged.pid, started, logged.at_us + lease_us):
+        if evidence.stalled(logged.pid, started, logged.at_us + lease_us) \
+                or evidence.frozen(logged.pid, started, logged.at_us + lease_us):
+            continue
+        if evidence.in_stall(logged.at_us, logged.at_us + SECOND // 10):
+            evidence.stalled_claims += 1  # its acknowledgement met the stall
             continue
         claimed = evidence.claimed_us(key, logged.pid, started)
         if claimed is not None and logged.at_us > claimed + lifetime_us - LIFETIME_MARGIN:
@@ -284,6 +344,12 @@ def check(evidence: Evidence) -> Dict[str, List[str]]:
         if any(s.pid == last.pid and s.at_us >= last.at_us for s in evidence.starts.get(key, [])):
             continue
         if evidence.stalled(last.pid, last.at_us, last.at_us + lease_us):
+            continue
+        if evidence.frozen(last.pid, last.at_us, last.expires_us):
+            evidence.frozen_claims += 1
+            continue
+        if evidence.in_stall(last.expires_us - lease_us // 2, last.expires_us):
+            evidence.stalled_claims += 1
             continue
         if last.expires_us - last.at_us < lease_us // 2:
             # The claim reached the worker with less than half its lease left (held up
@@ -393,4 +459,7 @@ def summarise(evidence: Evidence, result: "RunResult") -> None:
     result.behaviours.update(r.behaviour for r in evidence.runs)
     result.outcomes.update(r.outcome or "no end" for r in evidence.runs)
     result.stale_claims = evidence.stale_claims
+    result.frozen_claims = evidence.frozen_claims
+    result.stalled_claims = evidence.stalled_claims
+    result.interrupted_claims = evidence.interrupted_claims
     result.leased_after_stop = len(evidence.leased_after_stop)

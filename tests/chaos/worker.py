@@ -10,9 +10,10 @@ raises KeyboardInterrupt).
 It appends to ``--log`` (one write per line, so lines never interleave): ``ready``
 once signals are handled; ``claim JOB ATTEMPT US EXPIRES_US`` for every lease a claim
 returned to the worker; ``start JOB ATTEMPT US`` when the worker enters a handler's scope; ``end
-JOB ATTEMPT OUTCOME US`` right before a handler returns or raises. The audit reads
-them to tell a lease some worker held from one nobody held, and when a handler
-really returned.
+JOB ATTEMPT OUTCOME US`` right before a handler returns or raises; ``tick US`` every
+TICK seconds from a thread of its own. The audit reads them to tell a lease some worker
+held from one nobody held, when a handler really returned, and when the process itself
+was not running at all (a gap between ticks: the machine gave it no CPU).
 
 Exit codes: 0 after a clean stop (or ``sys.exit(0)``), 130 on KeyboardInterrupt, 1
 when ``run`` raised.
@@ -24,6 +25,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from datetime import timedelta
 from types import TracebackType
@@ -43,6 +45,20 @@ class Log:
 
     def line(self, *words: object) -> None:
         os.write(self._fd, (" ".join(str(w) for w in words) + "\n").encode())
+
+
+# How often the ticker writes; a gap of several ticks is a process the machine froze.
+TICK = 0.1
+
+
+def _tick(log: Log) -> None:
+    while True:
+        log.line("tick", jobs.now_us())
+        time.sleep(TICK)
+
+
+def _start_ticker(log: Log) -> None:
+    threading.Thread(target=_tick, args=(log,), daemon=True, name="chaos-ticker").start()
 
 
 class LoggedQueue(DatabaseQueue):
@@ -123,7 +139,8 @@ def main(argv: List[str]) -> int:
     try:
         if args.mode == Mode.HANDLE_SIGNALS.value:
             with handle_signals(stop):
-                log.line("ready")
+                log.line("ready")  # the log's first line (the harness waits for it)
+                _start_ticker(log)
                 worker.run(jobs.QUEUE, stop=stop, max_outage=args.max_outage)
         else:
             def leave(signum: int, frame: Any) -> None:
@@ -133,6 +150,7 @@ def main(argv: List[str]) -> int:
             # started with SIGINT ignored (a background job of a shell, nohup).
             signal.signal(signal.SIGINT, signal.default_int_handler)
             log.line("ready")
+            _start_ticker(log)
             worker.run(jobs.QUEUE, stop=stop, max_outage=args.max_outage)
     except KeyboardInterrupt:
         return 130

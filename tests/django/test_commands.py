@@ -29,8 +29,8 @@ def test_the_worker_serves_the_backends_queues_unless_told(project):
     target = "caravel_lite.contrib.django.worker:backends.caravel_separate"
     assert worker_argv(["--backend", "caravel_separate", "--concurrency", "2"]) == [
         "worker", target, "--concurrency", "2", "--queue", "default", "--queue", "other"]
-    assert worker_argv(["--settings=x.y", "--backend=caravel_separate", "--queue", "a"]) == [
-        "worker", target, "--queue", "a"]
+    assert worker_argv(["--settings=x.y", "--backend=caravel_separate", "--queue", "other"]) == [
+        "worker", target, "--queue", "other"]
 
 
 def test_the_worker_refuses_a_backend_that_is_not_caravels(project):

@@ -56,6 +56,8 @@ def test_modules_found_by_discovery_count_as_the_installed_apps_tasks(project):
 
 def test_a_backend_without_queues_shares_every_queue_name(project):
     errors = _errors({"a": _entry([], [CONTRACT]), "b": _entry(["other"], [TASKAPP])})
+    assert len(errors) == 1 and "queue 'other'" in errors[0].msg
+    errors = _errors({"a": _entry([], [CONTRACT]), "b": _entry([], [TASKAPP])})
     assert len(errors) == 1 and "every queue name" in errors[0].msg
 
 
@@ -87,3 +89,72 @@ def test_the_worker_refuses_such_a_backend_even_when_checks_are_skipped(project)
                 worker_argv(["--backend", alias])
     with override_settings(TASKS={"default": tasks["default"]}):
         assert worker_argv(["--backend", "default"])[1].endswith("backends.default")
+
+
+def _at(url: Optional[str] = None, database: Optional[str] = None) -> Any:
+    from types import SimpleNamespace
+    return SimpleNamespace(config=SimpleNamespace(database_url=url, database=database))
+
+
+@pytest.mark.parametrize("one, other", [
+    ("postgresql://postgres@localhost/app", "postgres://postgres@127.0.0.1:5432/app"),
+    ("mysql://root@[::1]:3306/app", "mysql://root@localhost/app"),
+    ("sqlite:///queue.sqlite3", "sqlite:///./queue.sqlite3"),
+], ids=["postgres-spellings", "mysql-spellings", "sqlite-relative-paths"])
+def test_one_database_spelled_two_ways_is_one_place(project, one, other):
+    from caravel_lite.contrib.django.overlap import _place
+    assert _place(_at(one)) == _place(_at(other))
+    assert _place(_at(one)) != _place(_at(one.replace("app", "other").replace(
+        "queue.sqlite3", "other.sqlite3")))
+
+
+def test_a_django_database_and_a_url_of_the_same_file_overlap(project):
+    from django.conf import settings
+    entry = settings.DATABASES["default"]
+    if entry["ENGINE"] != "django.db.backends.sqlite3":
+        pytest.skip("the test project's default database is not SQLite here")
+    url = f"sqlite:///{entry['NAME']}"
+    assert len(_errors({"a": _entry(["default"], [CONTRACT]),
+                        "b": _entry(["default"], [TASKAPP], DATABASE_URL=url)})) == 1
+
+
+def test_an_entry_that_cannot_be_built_does_not_stop_the_check_or_the_worker(project):
+    from django.test import override_settings
+
+    from caravel_lite.contrib.django.management.commands.caravel_worker import worker_argv
+    from caravel_lite.contrib.django.overlap import check_overlaps
+
+    tasks = {"default": _entry(["default"], [CONTRACT]),
+             "old": {"BACKEND": "no_such_package.Backend"}}
+    with override_settings(TASKS=tasks):
+        assert check_overlaps() == []
+        assert worker_argv(["--backend", "default"])[1].endswith("backends.default")
+
+
+def test_the_worker_judges_the_queues_it_is_given(project):
+    from django.core.management.base import CommandError
+    from django.test import override_settings
+
+    from caravel_lite.contrib.django.management.commands.caravel_worker import worker_argv
+
+    # Apart by QUEUES, but a worker of "b" told to serve "default" would claim a's jobs.
+    tasks = {"a": _entry(["default"], [CONTRACT]), "b": _entry([], [TASKAPP])}
+    with override_settings(TASKS=tasks):
+        with pytest.raises(CommandError, match="UNKNOWN_JOB_TYPE"):
+            worker_argv(["--backend", "b", "--queue", "default"])
+    tasks = {"a": _entry(["default"], [CONTRACT]), "b": _entry(["mail"], [TASKAPP])}
+    with override_settings(TASKS=tasks):
+        assert worker_argv(["--backend", "b"])[-2:] == ["--queue", "mail"]
+        with pytest.raises(CommandError, match="does not list queue"):
+            worker_argv(["--backend", "b", "--queue=default"])
+
+
+def test_djangos_own_options_and_a_separating_dash_dash_are_not_the_workers(project):
+    from django.test import override_settings
+
+    from caravel_lite.contrib.django.management.commands.caravel_worker import worker_argv
+
+    with override_settings(TASKS={"default": _entry(["default"], [CONTRACT])}):
+        argv = worker_argv(["--skip-checks", "--verbosity", "0", "--no-color", "--",
+                            "--concurrency", "2"])
+    assert argv[2:] == ["--concurrency", "2", "--queue", "default"]

@@ -91,8 +91,8 @@ def test_a_queue_in_another_database_commits_on_its_own(project):
         with transaction.atomic():
             result = tasks.add.using(backend="caravel_separate").enqueue(1, 1)
             raise RuntimeError
-    # Not Django's database: the caller's rollback does not reach it (the README shows
-    # transaction.on_commit for this case).
+    # Not Django's database: the caller's rollback does not reach it
+    # (docs/how-to/django.md shows transaction.on_commit for this case).
     assert seen_elsewhere(backend, result.id)
 
 

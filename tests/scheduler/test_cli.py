@@ -180,7 +180,8 @@ def test_prune_with_the_scheduler_refuses_an_age_that_would_run_slots_again(db, 
     enough = procs.run("prune", "--older-than", "2h", "--json", *schedules, env=env)
     assert enough.returncode == 0, enough.stderr
     assert json.loads(enough.stdout) == {"pruned": 0, "dry_run": False}
-    # Without --scheduler no schedule is known: the age is taken as given (README).
+    # Without --scheduler no schedule is known: the age is taken as given
+    # (docs/how-to/operating.md).
     unchecked = procs.run("prune", "--older-than", "0s", "--json", env=env)
     assert unchecked.returncode == 0, unchecked.stderr
     assert json.loads(unchecked.stdout)["pruned"] == 3

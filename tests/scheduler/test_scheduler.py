@@ -531,7 +531,8 @@ def test_admin_prune_with_the_scheduler_refuses_ages_that_let_a_cron_slot_run_ag
     def hourly() -> QueueScheduler:
         scheduler = scheduler_at(db, clock)
         scheduler.cron("hourly", "0 * * * *", Tick(1), queue=QUEUE, tenant_id=TENANT,
-                       catch_up=timedelta(minutes=5))  # as the README advises for restarts
+                       # as docs/how-to/schedules.md advises for restarts
+                       catch_up=timedelta(minutes=5))
         return scheduler
     first = hourly()
     assert first.run_once() == 1

@@ -231,3 +231,48 @@ def test_a_tracestate_over_the_limit_is_left_out():
 def test_trace_relation_is_validated():
     with pytest.raises(ValueError, match="trace_relation"):
         QueueOptions(trace_relation="parent")
+
+
+def test_the_direct_read_of_the_current_span_answers_as_the_public_api(monkeypatch):
+    # capture() reads OpenTelemetry's context variable directly; where it cannot
+    # (another runtime context), it asks get_current_span(): the same answers.
+    assert tracing._current_context is not None  # the direct read is in use here
+    provider = TracerProvider()
+    state = TraceState([("k", "v")])
+    remote = NonRecordingSpan(SpanContext(3, 4, is_remote=True, trace_flags=TraceFlags(1),
+                                          trace_state=state))
+    invalid = NonRecordingSpan(SpanContext(0, 0, is_remote=False))
+
+    def answers() -> List[Optional[str]]:
+        found = [tracing.capture()]
+        for span in (remote, invalid):
+            with use_span(span):
+                found.append(tracing.capture())
+        with provider.get_tracer("t").start_as_current_span("s") as current:
+            context = current.get_span_context()
+            found.append(tracing.capture())
+            assert found[-1] == ('{"traceparent":"00-%032x-%016x-%02x"}'
+                                 % (context.trace_id, context.span_id,
+                                    int(context.trace_flags)))
+        return found
+
+    direct = answers()
+    assert direct[0] is None and direct[2] is None
+    assert direct[1] == '{"traceparent":"00-%032x-%016x-01","tracestate":"k=v"}' % (3, 4)
+    monkeypatch.setattr(tracing, "_current_context", None)
+    public = answers()
+    assert public[:3] == direct[:3]
+    assert public[3] is not None and public[3] != direct[3]  # another span, same shape
+
+
+def test_a_value_under_the_span_key_that_is_no_span_stores_nothing():
+    # What get_current_span() answers for it (no valid span), not an AttributeError
+    # from every enqueue.
+    from opentelemetry import context as otel_context
+    from opentelemetry.trace.propagation import _SPAN_KEY
+
+    token = otel_context.attach(otel_context.set_value(_SPAN_KEY, "not a span"))
+    try:
+        assert tracing.capture() is None
+    finally:
+        otel_context.detach(token)

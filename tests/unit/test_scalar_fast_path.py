@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from caravel_lite import InvalidField
 from caravel_lite.codec import (PayloadDecodeError, _decode_dataclass, _decode_scalars,
-                                 decode, encode, encode_scalars)
+                                 _scalar_plan, decode, encode, encode_scalars)
 from caravel_lite.envelope import _prove_round_trip
 
 
@@ -106,6 +106,115 @@ def test_a_post_init_that_changes_values_is_left_to_the_general_proof():
     assert encode_scalars(Bumping, job) is None
     with pytest.raises(InvalidField, match="round-trip"):
         _general(Bumping, job)
+
+
+@dataclass
+class Doubling:
+    """A constructor of its own (kept by @dataclass): it changes the value."""
+
+    n: int
+
+    def __init__(self, n: int) -> None:
+        self.n = n * 2
+
+
+@dataclass
+class Marking:
+    """An assignment hook of its own: every store appends a mark."""
+
+    s: str
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value + "!")
+
+
+@dataclass(frozen=True)
+class NeverEqual:
+    n: int
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+
+class Recycling:
+    """A __new__ of its own, which hands back one shared instance."""
+
+    shared: Any = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls.shared is None:
+            cls.shared = super().__new__(cls)
+        return cls.shared
+
+
+@dataclass
+class Shared(Recycling):
+    n: int
+
+
+class Doubled:
+    """A data descriptor as a field's class attribute: stores twice the value."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = "_" + name
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        return 0 if obj is None else getattr(obj, self.name)
+
+    def __set__(self, obj: Any, value: int) -> None:
+        setattr(obj, self.name, value * 2)
+
+
+@dataclass
+class ThroughDescriptor:
+    n: int = Doubled()  # type: ignore[assignment]
+
+
+class Bumped(type):
+    """A metaclass whose construction changes the arguments."""
+
+    def __call__(cls, **kwargs: Any) -> Any:
+        return super().__call__(**{key: value + 1 for key, value in kwargs.items()})
+
+
+@dataclass
+class BuiltByMetaclass(metaclass=Bumped):
+    n: int
+
+
+class Exclaiming:
+    """A base whose attribute reads change what a field shows."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        return value + "!" if name == "s" else value
+
+
+@dataclass
+class ReadThroughHook(Exclaiming):
+    s: str
+
+
+def test_a_plain_dataclass_is_not_rebuilt_to_prove_what_its_construction_guarantees():
+    # @dataclass's own __init__ and __eq__ only store and compare the fields: the text
+    # is the general path's, with no trial construction.
+    assert _scalar_plan(Flat).rebuild is False
+    job = Flat("x", 1, 1.0, True, None, "y")
+    assert encode_scalars(Flat, job) == _general(Flat, job)
+
+
+@pytest.mark.parametrize("job_type, job", [
+    (Bumping, Bumping(1)), (Doubling, Doubling(1)), (Marking, Marking("a")),
+    (NeverEqual, NeverEqual(1)), (Shared, Shared(1)), (ThroughDescriptor, ThroughDescriptor(1)),
+    (BuiltByMetaclass, BuiltByMetaclass(n=1)), (ReadThroughHook, ReadThroughHook("a")),
+])
+def test_a_type_with_construction_or_equality_of_its_own_is_still_rebuilt(job_type, job):
+    assert _scalar_plan(job_type).rebuild is True
+    if job_type is Shared:
+        # The shared instance comes back (equal to itself): proven by the rebuild.
+        assert encode_scalars(job_type, job) == encode(job)
+    else:
+        assert encode_scalars(job_type, job) is None  # the rebuilt job differs
 
 
 @pytest.mark.parametrize("job_type, job", [

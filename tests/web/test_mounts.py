@@ -1,5 +1,5 @@
-"""The dashboard mounted under a prefix in the frameworks the README shows: Flask
-(WSGI) and Starlette/FastAPI (ASGI), on every database."""
+"""The dashboard mounted under a prefix in the frameworks docs/how-to/operating.md
+shows: Flask (WSGI) and Starlette/FastAPI (ASGI), on every database."""
 from __future__ import annotations
 
 import flask

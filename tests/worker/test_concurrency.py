@@ -1,6 +1,6 @@
 """QueueWorker(concurrency=N) on every database: each job runs once, N at a time; async
 handlers share one event loop; renewal and deadline cancellation per job with N > 1;
-the worker's connections stay within the bound stated in the README (3)."""
+the worker's connections stay within the bound stated in docs/how-to/tuning.md (3)."""
 from __future__ import annotations
 
 import asyncio

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from caravel_lite import codec
 from caravel_lite.admin import QueueAdmin
-from caravel_lite.contrib.django import compat, databases, overlap, results
+from caravel_lite.contrib.django import compat, databases, results
 from caravel_lite.contrib.django.config import BackendConfig
 from caravel_lite.contrib.django.execution import TaskRunner
 from caravel_lite.contrib.django.registry import TaskRegistry, default_modules, discover
@@ -132,12 +132,6 @@ class CaravelBackend(compat.BaseTaskBackend):  # type: ignore[misc]
             return self._caller
 
     # -- the contract ------------------------------------------------------------------
-
-    def check(self, **kwargs: Any) -> List[Any]:
-        """Django's system checks of the backend, with ``caravel_lite.E001``: another
-        Caravel backend on the same database and a shared queue name with different
-        task modules (:mod:`caravel_lite.contrib.django.overlap`)."""
-        return [*super().check(**kwargs), *overlap.check_messages(self.alias)]
 
     def enqueue(self, task: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
         self.validate_task(task)

@@ -4,23 +4,27 @@ A worker claims by queue name, whatever the tenant, and dead-letters a job whose
 has not registered (``UNKNOWN_JOB_TYPE``). So two Caravel backends of ``TASKS`` that
 keep their queue in the same database, share a queue name and find different task
 modules would each claim the other's jobs and fail them. Such a pair is refused: by
-the system check ``caravel_lite.E001`` (``CaravelBackend.check``, run by ``manage.py
+the system check ``caravel_lite.E001`` (registered by the app, run by ``manage.py
 check``, ``migrate``, ``runserver`` and ``test``) and by ``manage.py caravel_worker``
-even when the checks are skipped.
+(for the queues it is given) even when the checks are skipped.
 
-Two backends share a database when their ``DATABASE`` entries name the same engine,
-name, host and port, or their ``DATABASE_URL`` s are equal; backends that list no
-``QUEUES`` accept every queue name, so they share one with every backend.
+Two backends share a database when the URLs their workers open name the same one: the
+same kind of server, host (``localhost``, ``127.0.0.1`` and ``::1`` are one), port (the
+default filled in) and database, or the same SQLite file by its real path, whether
+given as ``DATABASE`` or ``DATABASE_URL``. Backends that list no ``QUEUES`` accept every
+queue name, so they share one with every backend.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Any, FrozenSet, Iterator, List, Optional, Tuple
+from typing import Any, Collection, FrozenSet, Iterator, List, Optional, Tuple
+from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
 from django.core import checks
 
-__all__ = ["Overlap", "overlaps_of", "check_messages"]
+__all__ = ["Overlap", "overlaps_of", "check_messages", "check_overlaps"]
 
 CHECK_ID = "caravel_lite.E001"
 
@@ -43,14 +47,41 @@ class Overlap:
                 f"them (UNKNOWN_JOB_TYPE)")
 
 
+_LOOPBACK = ("", "localhost", "127.0.0.1", "::1", "[::1]")
+_DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306}
+
+
 def _place(backend: Any) -> Tuple[Any, ...]:
-    """Where the backend's queue is: its URL, or its Django database's identity."""
+    """Where the backend's queue is, however its settings spell it: the URL the worker
+    opens (its ``DATABASE_URL``, or the one made from Django's entry), read as (kind,
+    host, port, database), the loopback names one host, the default port filled in,
+    a SQLite file by its real path."""
+    from caravel_lite.contrib.django.databases import url_of
+
     config = backend.config
     if config.database_url is not None:
-        return ("url", config.database_url.strip())
-    entry = settings.DATABASES.get(config.database, {})
-    return ("django", entry.get("ENGINE"), entry.get("NAME"), entry.get("HOST") or "",
-            str(entry.get("PORT") or ""))
+        url = config.database_url.strip()
+    else:
+        try:
+            url = url_of(config.database)
+        except Exception:  # an in-memory or unknown entry: as Django's settings say
+            entry = settings.DATABASES.get(config.database, {})
+            return ("django", entry.get("ENGINE"), str(entry.get("NAME")))
+    parts = urlsplit(url)
+    kind = parts.scheme.split("+")[0].lower()
+    if kind.startswith("postgres"):
+        kind = "postgresql"
+    if kind.startswith("sqlite"):
+        path = unquote(url.split("://", 1)[1].lstrip("/")) if "://" in url else url
+        path = "/" + path if url.startswith(parts.scheme + ":////") else path
+        return ("sqlite", os.path.realpath(path))
+    host = (parts.hostname or "").lower()
+    host = "localhost" if host in _LOOPBACK else host
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(kind)
+    except ValueError:
+        port = None
+    return (kind, host, port, unquote(parts.path.lstrip("/")))
 
 
 def _modules(backend: Any) -> FrozenSet[str]:
@@ -61,31 +92,49 @@ def _modules(backend: Any) -> FrozenSet[str]:
 
 
 def _caravel_backends() -> Iterator[Any]:
+    """The Caravel backends of TASKS; an entry that cannot be built (another
+    framework's backend that fails to import, say) is not this check's to judge."""
     from caravel_lite.contrib.django.backend import CaravelBackend
     from caravel_lite.contrib.django.compat import task_backends
 
     for alias in getattr(settings, "TASKS", {}):
-        backend = task_backends[alias]
+        try:
+            backend = task_backends[alias]
+        except Exception:
+            continue
         if isinstance(backend, CaravelBackend):
             yield backend
 
 
-def overlaps_of(alias: str) -> List[Overlap]:
-    """The other Caravel backends that would fail the jobs of backend ``alias``."""
+def overlaps_of(alias: str, queues: Optional[Collection[str]] = None) -> List[Overlap]:
+    """The other Caravel backends that would fail the jobs of backend ``alias`` in
+    ``queues`` (default: its ``QUEUES``; empty: every queue name)."""
     backends = {backend.alias: backend for backend in _caravel_backends()}
     mine = backends.get(alias)
     if mine is None:
         return []
+    served = set(mine.queues if queues is None else queues)
     found: List[Overlap] = []
     for other in backends.values():
-        if other.alias == alias or _place(other) != _place(mine) \
-                or _modules(other) == _modules(mine):
+        if other.alias == alias or _modules(other) == _modules(mine) \
+                or _place(other) != _place(mine):
             continue
-        if not mine.queues or not other.queues:
-            found.append(Overlap(alias, other.alias, None))
-        elif mine.queues & other.queues:
-            found.append(Overlap(alias, other.alias, tuple(sorted(mine.queues & other.queues))))
+        if not served or not other.queues:
+            shared = sorted(served or other.queues)
+            found.append(Overlap(alias, other.alias, tuple(shared) if shared else None))
+        elif served & other.queues:
+            found.append(Overlap(alias, other.alias, tuple(sorted(served & other.queues))))
     return found
+
+
+def check_overlaps(app_configs: Any = None, **kwargs: Any) -> List[checks.CheckMessage]:
+    """The system check ``caravel_lite.E001`` over every pair of Caravel backends of
+    TASKS (each pair once). Registered by the app's ``ready()``, so that it runs
+    whichever task framework is installed and whether or not it registers checks."""
+    messages: List[checks.CheckMessage] = []
+    for backend in _caravel_backends():
+        messages += check_messages(backend.alias)
+    return messages
 
 
 def check_messages(alias: str) -> List[checks.CheckMessage]:

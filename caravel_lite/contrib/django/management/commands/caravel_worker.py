@@ -17,8 +17,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from caravel_lite.contrib.django import overlap
 from caravel_lite.contrib.django.compat import task_backends
 
-# Django's own options, which manage.py has already acted on.
-_DJANGO_FLAGS = ("--settings", "--pythonpath")
+# Django's own options, which manage.py has already acted on: those with a value, and
+# the flags.
+_DJANGO_FLAGS = ("--settings", "--pythonpath", "--verbosity", "-v")
+_DJANGO_SWITCHES = ("--skip-checks", "--traceback", "--no-color", "--force-color")
 
 
 def worker_argv(argv: List[str]) -> List[str]:
@@ -38,6 +40,8 @@ def worker_argv(argv: List[str]) -> List[str]:
             if name == "--backend":
                 alias = given
             continue
+        if name in _DJANGO_SWITCHES or (value == "--" and not rest):
+            continue  # "--" before the worker's options, as the help says
         rest.append(value)
     try:
         backend = task_backends[alias]
@@ -45,16 +49,31 @@ def worker_argv(argv: List[str]) -> List[str]:
         raise CommandError(f"TASKS has no backend {alias!r}") from None
     if not hasattr(backend, "tasks"):
         raise CommandError(f"TASKS[{alias!r}] is not a CaravelBackend")
-    # Refused even under --skip-checks: this worker would fail the other's jobs.
-    clashes = overlap.overlaps_of(alias)
-    if clashes:
-        raise CommandError(clashes[0].message())
-    if "--queue" not in [v.split("=", 1)[0] for v in rest]:
+    named = _queues_named(rest)
+    if not named:
         if not backend.queues:
             raise CommandError(f"TASKS[{alias!r}] lists no QUEUES: name them with --queue")
         for name in sorted(backend.queues):
             rest += ["--queue", name]
+    elif backend.queues and set(named) - set(backend.queues):
+        raise CommandError(f"TASKS[{alias!r}] does not list queue(s) "
+                           f"{', '.join(sorted(set(named) - set(backend.queues)))} in QUEUES")
+    # Refused even under --skip-checks: this worker would fail the other's jobs.
+    clashes = overlap.overlaps_of(alias, named or None)
+    if clashes:
+        raise CommandError(clashes[0].message())
     return ["worker", f"caravel_lite.contrib.django.worker:backends.{alias}", *rest]
+
+
+def _queues_named(argv: List[str]) -> List[str]:
+    """The values of the ``--queue`` options (``--queue Q`` and ``--queue=Q``)."""
+    named: List[str] = []
+    for index, value in enumerate(argv):
+        if value == "--queue" and index + 1 < len(argv):
+            named.append(argv[index + 1])
+        elif value.startswith("--queue="):
+            named.append(value.split("=", 1)[1])
+    return named
 
 
 class Command(BaseCommand):  # type: ignore[misc]

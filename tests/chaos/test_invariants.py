@@ -1,0 +1,79 @@
+"""The audit's own rules (tests.chaos.invariants), on hand-made evidence: a lease lost
+while its worker was frozen is excused and counted, one lost while it ran is not."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from tests.chaos import invariants
+from tests.chaos.fleet import WorkerProcess
+from tests.chaos.plan import Mode
+from tests.chaos.invariants import SECOND, Evidence, Logged
+from tests.chaos.settings import Settings
+
+PID = 4242
+JOB = "01a2356a-7e69-7001-9d41-cb16f9457744"
+
+
+def _evidence(ticks_us) -> Evidence:
+    evidence = Evidence(Settings(), {}, {JOB: ("completed", 2)}, set(), [])
+    # Attempt 1 leased to PID at t=1 s for 2 s, never started there; attempt 2 ran.
+    evidence.claims[(JOB, 1)].append(Logged(PID, 1 * SECOND, expires_us=3 * SECOND))
+    evidence.claims[(JOB, 2)].append(Logged(PID + 1, 4 * SECOND, expires_us=6 * SECOND))
+    evidence.starts[(JOB, 2)].append(Logged(PID + 1, 4 * SECOND))
+    evidence.ticks[PID] = list(ticks_us)
+    return evidence
+
+
+def test_a_lease_lost_while_its_worker_ran_is_a_violation():
+    evidence = _evidence(range(0, 5 * SECOND, SECOND // 10))
+    found = invariants.check(evidence)
+    assert [line.split(":")[0] for line in found["claimed_never_started"]] == [
+        f"job {JOB} attempt 1"]
+    assert evidence.frozen_claims == 0
+
+
+def test_a_lease_lost_while_the_machine_froze_its_worker_is_excused_and_counted():
+    ticks = [t for t in range(0, 5 * SECOND, SECOND // 10)
+             if not SECOND + SECOND // 10 < t < 3 * SECOND + SECOND // 5]  # 2.2 s silent
+    evidence = _evidence(ticks)
+    assert "claimed_never_started" not in invariants.check(evidence)
+    assert evidence.frozen_claims == 1
+    assert evidence.frozen(PID, 2 * SECOND, 2 * SECOND + 1)
+    assert not evidence.frozen(PID, 4 * SECOND, 5 * SECOND)
+    assert not evidence.frozen(PID + 1, 0, 5 * SECOND)  # no ticks: never judged frozen
+
+
+def test_a_lease_that_ran_out_in_a_stall_is_excused_and_counted():
+    ticks = range(0, 5 * SECOND, SECOND // 10)
+    evidence = _evidence(ticks)
+    evidence.stalls = [(2 * SECOND + SECOND // 2, 3 * SECOND + SECOND // 10)]
+    assert "claimed_never_started" not in invariants.check(evidence)
+    assert evidence.stalled_claims == 1
+    early = _evidence(ticks)
+    early.stalls = [(0, SECOND // 2)]  # over long before the lease ran out
+    assert "claimed_never_started" in invariants.check(early)
+
+
+def _exited(exited_us: int, returncode: int) -> WorkerProcess:
+    """A worker of the chaos phase that was never signalled and exited at ``exited_us``
+    with ``returncode``."""
+    return WorkerProcess(0, Mode.HANDLE_SIGNALS, Path("unused.log"), Path("unused.err"),
+                         SimpleNamespace(pid=PID), None, 0.0,
+                         exited_at=exited_us / SECOND, returncode=returncode)
+
+
+def test_an_attempt_spent_by_a_claim_nobody_logged_is_excused_only_if_a_worker_died():
+    def orphaned(workers) -> Evidence:
+        evidence = Evidence(Settings(), workers, {JOB: ("completed", 2)}, set(), [])
+        evidence.claims[(JOB, 2)].append(Logged(PID + 1, 6 * SECOND, expires_us=8 * SECOND))
+        evidence.starts[(JOB, 2)].append(Logged(PID + 1, 6 * SECOND))
+        return evidence
+
+    clean = orphaned({PID: _exited(5 * SECOND, 0)})
+    assert len(invariants.check(clean)["orphaned_claim"]) == 1
+    interrupted = orphaned({PID: _exited(5 * SECOND, 130)})  # KeyboardInterrupt at 5 s
+    assert "orphaned_claim" not in invariants.check(interrupted)
+    assert interrupted.interrupted_claims == 1
+    long_before = orphaned({PID: _exited(1 * SECOND, -9)})  # dead before the lease began
+    assert len(invariants.check(long_before)["orphaned_claim"]) == 1
