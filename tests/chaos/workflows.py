@@ -95,7 +95,10 @@ def check(db: peewee.Database, made: Workflows, states: Dict[str, Tuple[str, int
         members = [r[0] for r in db.execute_sql(
             f"SELECT job_id FROM caravel_workflow_jobs WHERE workflow_id = {p}",
             (batch_id,)).fetchall()]
-        dead = sum(1 for m in members if states.get(m, ("", 0))[0] == "dead_letter")
+        ended = [states.get(m, ("missing", 0))[0] for m in members]
+        if any(state not in ("completed", "dead_letter") for state in ended):
+            continue  # a member left unfinished (the drain ran out): "unfinished" says so
+        dead = ended.count("dead_letter")
         total, finished, failed, closed = row
         if (int(total), int(finished), int(failed)) != (len(members), len(members), dead) \
                 or closed is None:
