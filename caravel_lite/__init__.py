@@ -21,6 +21,7 @@ from caravel_lite.scheduler import QueueScheduler
 from caravel_lite.admin import QueueAdmin
 from caravel_lite.errors import LeaseLost
 from caravel_lite.values import JobResult
+from caravel_lite.workflows import BatchResult, BatchStatus, ChainResult, WorkflowSummary
 
 __all__ = [
     "JobRegistry", "JobContext",
@@ -35,4 +36,5 @@ __all__ = [
     "CaravelError", "QueueIdempotencyConflict", "SchemaNotReady", "InvalidField",
     "UnknownJobType", "OutsideTransaction", "DatabaseBusy", "StatementTooLarge",
     "JobResult", "LeaseLost",
+    "ChainResult", "BatchResult", "BatchStatus", "WorkflowSummary",
 ]

@@ -104,7 +104,8 @@ class Administration:
                           total(leased & ~live),
                           total(Job.state == JobState.DEAD_LETTER.value),
                           total(Job.state == JobState.COMPLETED.value),
-                          total(Job.state == JobState.CANCELLED.value))
+                          total(Job.state == JobState.CANCELLED.value),
+                          total(Job.state == JobState.HELD.value))
                .where(where).tuples().get())
         return QueueCounts(from_ms(now_ms), *(int(value) for value in row))
 

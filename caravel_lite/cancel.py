@@ -21,7 +21,7 @@ racing a claim, a completion or another cancel has one outcome.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Set, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Set, Union
 
 import peewee
 
@@ -31,6 +31,7 @@ from caravel_lite.fences import fenced_write, left_as
 from caravel_lite.retry import recovering
 from caravel_lite.schema import JOBS_TABLE
 from caravel_lite.values import JobState, QueueLease
+from caravel_lite.workflows.operator import end_member
 
 if TYPE_CHECKING:
     from caravel_lite.clock import Clock
@@ -73,8 +74,12 @@ class CancelStatements:
         # now_ms x3, then "id IN (...) AND <filter>" (QueueAdmin.cancel_many)
         self.many = f"UPDATE {t} {_SET.format(p=p)} WHERE"
         # What a cancel whose reply was lost left. id
-        self.settled = (f"SELECT state, cancel_requested_at, queue, tenant_id FROM {t} "
-                        f"WHERE id = {p}")
+        # (and its stored options: a batch member's cancel counts in its batch)
+        self.settled = (f"SELECT state, cancel_requested_at, queue, tenant_id, job_options "
+                        f"FROM {t} WHERE id = {p}")
+        # A pending batch member cancelled with its batch's count. now_ms x2, id
+        self.pending_member = (f"UPDATE {t} SET state = '{CANCELLED}', finished_at = {p}, "
+                               f"updated_at = {p} WHERE id = {p} AND state = '{PENDING}'")
         # An owned lease with a request ends CANCELLED. now_ms (finished), now_ms
         # (updated), id, token, now_ms
         self.end = (
@@ -133,6 +138,10 @@ class Cancelling:
     telemetry: "Telemetry"
     _cancels: Optional[CancelStatements] = None
 
+    if TYPE_CHECKING:  # caravel_lite.workflows.calls.WorkflowCalls'
+        def _then(self, lease: QueueLease, state: str,
+                  now_ms: int) -> Optional[Callable[[], None]]: ...
+
     @property
     def cancels(self) -> CancelStatements:
         if self._cancels is None:
@@ -156,8 +165,14 @@ class Cancelling:
         # The tenant and queue compare exactly here too (a collation may not).
         if row is None or row[2] != queue_name or row[3] != tenant_id:
             return False
-        done = cancel_one(self.db, self.dialect, sql.scoped, sql.settled,
-                          [now_ms, now_ms, now_ms, ident, queue_name, tenant_id], ident)
+        # A pending batch member is cancelled with its batch's count.
+        if row[0] == PENDING and end_member(self.db, self.dialect, row[4], ident,
+                                            sql.pending_member, (now_ms, now_ms, ident),
+                                            CANCELLED, now_ms):
+            done = True
+        else:
+            done = cancel_one(self.db, self.dialect, sql.scoped, sql.settled,
+                              [now_ms, now_ms, now_ms, ident, queue_name, tenant_id], ident)
         if done:
             self.telemetry.count("cancel_requested", queue_name)
         return done
@@ -172,7 +187,8 @@ class Cancelling:
         done = fenced_write(self.dialect, self.db, sql.end,
                             (now_ms, now_ms, ident, lease._token, now_ms),
                             sql._settled_lease, ident,
-                            left_as(CANCELLED, now_ms, lease, lease.attempt)) == 1
+                            left_as(CANCELLED, now_ms, lease, lease.attempt),
+                            self._then(lease, CANCELLED, now_ms)) == 1
         if done:
             self.telemetry.count("cancelled", lease.context.queue)
         return done

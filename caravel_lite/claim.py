@@ -22,7 +22,7 @@ gets. SQLite runs in-process and cannot lose a reply.
 from __future__ import annotations
 
 import secrets
-from typing import Any, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Set, Tuple
 
 import peewee
 
@@ -58,6 +58,9 @@ class Claimer:
         self._sql = sql
         self._batch = batch
         self.telemetry = telemetry
+        # Ends a sweep's batch members with their batch's count first (set by the
+        # queue: caravel_lite.workflows.sweep).
+        self.before_sweep: Optional[Callable[[str, int], int]] = None
         self._claim = {ClaimMethod.RETURNING: self._claim_returning,
                        ClaimMethod.LOCKED_READ: self._claim_locked,
                        ClaimMethod.PORTABLE: self._claim_portable}[dialect.claim_method]
@@ -93,6 +96,9 @@ class Claimer:
         return self.sweep_expired(queue_name, now_ms)
 
     def sweep_expired(self, queue_name: str, now_ms: int) -> Tuple[int, int]:
+        early = 0
+        if self.before_sweep is not None:  # batch members first (caravel_lite.workflows)
+            early = self.before_sweep(queue_name, now_ms)
         # A cancel request outlives its worker: the expired lease ends CANCELLED.
         cancelled = self._fenced(self._sql.sweep_cancelled, (now_ms, now_ms, queue_name, now_ms))
         if cancelled:
@@ -116,7 +122,7 @@ class Claimer:
                            "(last failure lease_expired)", reclaimed, queue_name,
                            extra=fields(queue=queue_name, count=reclaimed,
                                         category=Failure.LEASE_EXPIRED))
-        return dead + cancelled, reclaimed  # both final
+        return dead + cancelled + early, reclaimed  # both final
 
     # -- claiming ---------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ import peewee
 
 from caravel_lite.clock import floor_ms
 from caravel_lite.errors import LeaseLost
-from caravel_lite.values import Cancelled, JobContext
+from caravel_lite.values import Cancelled, JobContext, JobState
 from caravel_lite.worker.supervisor import LEASE_LOST, TIMED_OUT
 
 if TYPE_CHECKING:
@@ -80,6 +80,9 @@ def transaction(ctx: JobContext) -> Iterator[peewee.Database]:
             if matched != 1:
                 raise LeaseLost(f"job {ctx.job_id}: lease no longer owned at the end of "
                                 f"ctx.transaction(); its writes were rolled back")
+            then = queue._then(lease, JobState.COMPLETED.value, now_ms)
+            if then is not None:  # a chain step or batch member (caravel_lite.workflows)
+                then()
             if control.reason == TIMED_OUT:
                 # Past its timeout the attempt fails (TIMED_OUT), whatever the handler
                 # does: its block is rolled back rather than completing the job.

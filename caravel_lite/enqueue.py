@@ -17,6 +17,7 @@ import peewee
 
 from caravel_lite import limits
 from caravel_lite.clock import floor_ms
+from caravel_lite.debounce import Debouncer, refuse_debounced
 from caravel_lite.envelope import Envelope, prepare_envelope, stored_match
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict, StatementTooLarge
 from caravel_lite.ids import new_id
@@ -88,6 +89,7 @@ class Enqueuing:
     # (Dialect.in_process and a database that repeats its own statements).
     _direct_statements: bool
     _flow: limits.FlowPolicy
+    _debouncer: Debouncer  # built on the first debounced enqueue
 
     if TYPE_CHECKING:  # DatabaseQueue's
         def _now_us(self) -> int: ...
@@ -127,14 +129,22 @@ class Enqueuing:
         return self._write_envelope(envelope, job_id,
                                     self._now_us() if now_us is None else now_us)
 
-    def _write_envelope(self, envelope: Envelope, job_id: uuid.UUID,
-                        now_us: int) -> EnqueueResult:
-        params: Tuple[Any, ...] = _row(job_id, envelope, floor_ms(now_us))
+    def _insert_of(self, envelope: Envelope, job_id: uuid.UUID,
+                   now_ms: int) -> Tuple[str, Tuple[Any, ...]]:
+        """The INSERT of one new job and its parameters."""
+        params: Tuple[Any, ...] = _row(job_id, envelope, now_ms)
         sql = self._sql.insert if envelope.trace_context is None else self._sql.insert_traced
         if envelope.flow_group is not None:  # a gated queue's job (caravel_lite.limits)
             columns = JOB_COLUMNS if envelope.trace_context is None else TRACED_COLUMNS
             sql = limits.insert_sql(JOBS_TABLE, columns, self.db.param, 1)
             params += (envelope.flow_group, envelope.concurrency_key)
+        return sql, params
+
+    def _write_envelope(self, envelope: Envelope, job_id: uuid.UUID,
+                        now_us: int) -> EnqueueResult:
+        if envelope.debounce_us is not None:  # caravel_lite.debounce
+            return self._debounced(envelope, job_id, floor_ms(now_us))
+        sql, params = self._insert_of(envelope, job_id, floor_ms(now_us))
         if len(envelope.payload) > MEASURE_PAYLOAD_FROM:
             limit = self._statement_limit()
             if limit is not None:  # raises StatementTooLarge, before anything is sent
@@ -215,6 +225,7 @@ class Enqueuing:
                                               now_us))
         if not envelopes:
             return []
+        refuse_debounced(envelopes, "enqueue_many")
         ids = [new_id() for _ in envelopes]
         # The first item of each key speaks for the key; later ones must match it.
         first: Dict[str, int] = {}
@@ -317,19 +328,37 @@ class Enqueuing:
                 _row(ids[index], envelopes[index], now_ms, traced) for index in new]
             written["stored"] = stored
             written["new_ids"] = [str(ids[index]) for index in new][:INSERT_CHUNK]
-            base: Tuple[str, ...] = TRACED_COLUMNS if traced else JOB_COLUMNS
-            columns = base
-            insert_many = self._batch.insert_many_traced if traced else self._batch.insert_many
-            if any(envelopes[index].flow_group is not None for index in new):
-                # A gated queue's jobs (caravel_lite.limits) carry their group and key.
-                columns = base + limits.FLOW_INSERT_COLUMNS
-                new_rows = [row + (envelopes[index].flow_group, envelopes[index].concurrency_key)
-                            for row, index in zip(new_rows, new)]
-                insert_many = functools.partial(limits.insert_sql, JOBS_TABLE, base,
-                                                self.db.param)
-            self.dialect.insert_rows(self.db, JOBS_TABLE, columns, new_rows,
-                                     insert_many, INSERT_CHUNK, self._statement_limit())
+            self._insert_rows(envelopes, new, new_rows, traced)
         return stored
+
+    def _insert_rows(self, envelopes: Sequence[Envelope], new: Sequence[int],
+                     new_rows: List[Tuple[Any, ...]], traced: bool) -> None:
+        """Write ``new_rows`` (the rows of ``envelopes[i]`` for i in ``new``) in
+        multi-row INSERTs, in the open transaction."""
+        base: Tuple[str, ...] = TRACED_COLUMNS if traced else JOB_COLUMNS
+        columns = base
+        insert_many = self._batch.insert_many_traced if traced else self._batch.insert_many
+        if any(envelopes[index].flow_group is not None for index in new):
+            # A gated queue's jobs (caravel_lite.limits) carry their group and key.
+            columns = base + limits.FLOW_INSERT_COLUMNS
+            new_rows = [row + (envelopes[index].flow_group, envelopes[index].concurrency_key)
+                        for row, index in zip(new_rows, new)]
+            insert_many = functools.partial(limits.insert_sql, JOBS_TABLE, base,
+                                            self.db.param)
+        self.dialect.insert_rows(self.db, JOBS_TABLE, columns, new_rows,
+                                 insert_many, INSERT_CHUNK, self._statement_limit())
+
+    @budgeted
+    def _debounced(self, envelope: Envelope, job_id: uuid.UUID, now_ms: int) -> EnqueueResult:
+        debouncer = self.__dict__.get("_debouncer")
+        if debouncer is None:
+            debouncer = self._debouncer = Debouncer(self.db, self.dialect, self._insert_of)
+        result = debouncer.write(envelope, job_id, now_ms)
+        self.telemetry.count("deduplicated" if result.already_enqueued else "accepted",
+                             envelope.queue)
+        logger.debug("debounced job %s on queue %s", result.job_id, envelope.queue,
+                     extra=envelope_fields(result.job_id, envelope))
+        return result
 
     def _statement_limit(self) -> Optional[int]:
         """Most bytes one statement may take on this server (None: no such limit), read

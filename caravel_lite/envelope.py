@@ -7,7 +7,7 @@ import uuid
 from typing import Any, NamedTuple, Optional, Tuple
 
 from caravel_lite import codec, tracing, validation
-from caravel_lite.clock import ceil_ms, floor_ms, to_micros
+from caravel_lite.clock import ceil_ms, duration_micros, floor_ms, to_micros
 from caravel_lite.errors import InvalidField, QueueIdempotencyConflict
 from caravel_lite.job_options import NO_OPTIONS, stored_options
 from caravel_lite.limits import FlowPolicy
@@ -16,12 +16,16 @@ from caravel_lite.registry import JobRegistry
 from caravel_lite.values import Dispatch, Priority
 
 
-def dedup_digest(queue: str, tenant_id: str, key: Optional[str]) -> Optional[str]:
-    """sha256 over (queue, tenant, key), length-prefixed so no two triples collide."""
+def dedup_digest(queue: str, tenant_id: str, key: Optional[str],
+                 scope: Optional[str] = None) -> Optional[str]:
+    """sha256 over (queue, tenant, key), length-prefixed so no two triples collide;
+    ``scope`` (a period of ``unique_for``, or the debounce marker) is a fourth part, so
+    a scoped key never meets an unscoped one, nor one of another scope."""
     if key is None:
         return None
     digest = hashlib.sha256()
-    for part in (queue, tenant_id, key):
+    parts = (queue, tenant_id, key) if scope is None else (queue, tenant_id, key, scope)
+    for part in parts:
         raw = part.encode("utf-8")
         digest.update(len(raw).to_bytes(4, "big"))
         digest.update(raw)
@@ -52,6 +56,19 @@ class Envelope(NamedTuple):
     concurrency_key: Optional[str] = None
     # The enqueuing span's W3C context (caravel_lite.tracing), None without one.
     trace_context: Optional[str] = None
+    # A debounced job's window (caravel_lite.debounce); None for every other job.
+    debounce_us: Optional[int] = None
+
+
+# The fourth part of a debounced job's key digest; a period's is "period:..." instead.
+DEBOUNCE_SCOPE = "debounce"
+
+
+def period_scope(period_us: int, now_us: int) -> str:
+    """The ``unique_for`` period an enqueue at ``now_us`` falls in: periods of
+    ``period_us`` counted from the Unix epoch, so every process agrees on them without
+    reading anything."""
+    return f"period:{period_us}:{now_us // period_us}"
 
 
 def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
@@ -100,12 +117,23 @@ def prepare_envelope(registry: JobRegistry, options: QueueOptions, job: Any,
         group = key = None
     else:
         group, key = FlowPolicy(registry, options).columns(definition, dispatch)
+    ident = dispatch.idempotency_key
+    scope = None
+    debounce_us = None
+    if dispatch.unique_for is not None:
+        scope = period_scope(duration_micros(dispatch.unique_for), now_us)
+    elif dispatch.debounce is not None:
+        # The debounce key takes the idempotency key's place (they never go together):
+        # the unique index keeps one pending holder per key (caravel_lite.debounce).
+        ident, scope = dispatch.debounce_key, DEBOUNCE_SCOPE
+        debounce_us = duration_micros(dispatch.debounce)
+        due = ceil_ms(now_us + debounce_us)
     return Envelope(definition.wire_name, payload, queue, dispatch.tenant_id,
                     dispatch.idempotency_key,
-                    dedup_digest(queue, dispatch.tenant_id, dispatch.idempotency_key),
+                    dedup_digest(queue, dispatch.tenant_id, ident, scope),
                     priority if priority is not None else Priority.NORMAL, due,
                     max_attempts if max_attempts is not None else options.max_attempts,
-                    stored, group, key, tracing.capture())
+                    stored, group, key, tracing.capture(), debounce_us)
 
 
 def _prove_round_trip(job_type: type, job: Any, payload: str) -> None:

@@ -164,7 +164,8 @@ class FailureLog:
         self._trim = f"DELETE FROM {t} WHERE job_id = {p} AND seq <= {p}"
 
     def fail(self, fenced_sql: str, params: Sequence[Any], job_id: str, attempt: int,
-             category: str, info: ErrorInfo, now_ms: int) -> bool:
+             category: str, info: ErrorInfo, now_ms: int,
+             then: Optional[Callable[[], None]] = None) -> bool:
         """Run the fenced UPDATE that records a failed attempt and, in the same
         transaction, its history row; True if the lease was owned. Lock conflicts are
         retried (outside a caller's transaction) like any fenced statement."""
@@ -174,6 +175,8 @@ class FailureLog:
                     if self.db.execute_sql(fenced_sql, params).rowcount != 1:
                         raise _NotOwned
                     self.record(job_id, attempt, category, info, now_ms)
+                    if then is not None:  # a batch member's count (caravel_lite.workflows)
+                        then()
             except _NotOwned:
                 return False
             return True

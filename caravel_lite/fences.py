@@ -20,7 +20,8 @@ Wrote = Callable[[Sequence[Any]], bool]
 
 def fenced_write(dialect: Any, db: peewee.Database, sql: str, params: Sequence[Any],
                  settled_sql: str, job_id: Optional[str] = None,
-                 wrote: Optional[Wrote] = None) -> int:
+                 wrote: Optional[Wrote] = None,
+                 then: Optional[Callable[[], None]] = None) -> int:
     """Run a conditional UPDATE of one job's row fenced by its lease, retrying lock
     conflicts; returns rows matched (0 or 1).
 
@@ -28,8 +29,18 @@ def fenced_write(dialect: Any, db: peewee.Database, sql: str, params: Sequence[A
     one parameter: ``job_id``): ``wrote(row)`` says whether it holds what this call
     wrote, and then the answer is 1; otherwise the statement is sent again, which the
     fence makes harmless (it matches nothing unless the lease is still owned, and then
-    the first run did not commit). Without ``wrote`` the statement is just sent again."""
+    the first run did not commit). Without ``wrote`` the statement is just sent again.
+    ``then``: what must commit with the write when it matched (in one transaction)."""
     def run() -> int:
+        if then is not None:
+            # A chain's or batch's job (caravel_lite.workflows): its follow-up commits
+            # with the transition or not at all, so a lost reply's read-back of the
+            # row tells about both.
+            with dialect.write_transaction(db):
+                matched = int(db.execute_sql(sql, params).rowcount)
+                if matched == 1:
+                    then()
+            return matched
         return int(db.execute_sql(sql, params).rowcount)
 
     def recover() -> int:
@@ -38,7 +49,7 @@ def fenced_write(dialect: Any, db: peewee.Database, sql: str, params: Sequence[A
         row = db.execute_sql(settled_sql, (job_id,)).fetchone()
         return 1 if row is not None and wrote(row) else run()
 
-    return recovering(dialect, db, run, recover, statement=True)
+    return recovering(dialect, db, run, recover, statement=then is None)
 
 
 def left_as(state: str, now_ms: int, lease: QueueLease, attempts: int,

@@ -245,6 +245,11 @@ class QueueOutbox(AsyncOutboxCalls):
             # The outbox table keeps no key: refused rather than dropped on the way.
             raise InvalidField("concurrency_key", "the outbox does not carry a concurrency "
                                "key: enqueue the job with queue.enqueue instead")
+        if dispatch.unique_for is not None or dispatch.debounce is not None:
+            # The relay writes an intent's job under its plain key and due time.
+            field = "unique_for" if dispatch.unique_for is not None else "debounce"
+            raise InvalidField(field, "the outbox does not carry it: enqueue the job "
+                               "with queue.enqueue instead")
         outbox_id = new_id()
         params = (str(outbox_id), envelope.queue, envelope.tenant_id,
                   envelope.idempotency_key, envelope.dedup_key, envelope.wire_name,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from datetime import timedelta
-from typing import Any, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Set, Tuple
 
 import peewee
 
@@ -46,6 +46,9 @@ from caravel_lite.sessions import private_memory
 from caravel_lite.statements import BatchStatements, Statements
 from caravel_lite.statements import COMPLETED, DEAD, LEASED, PENDING
 from caravel_lite.values import ClaimBatch, Failure, QueueLease
+from caravel_lite.workflows.calls import WorkflowCalls
+from caravel_lite.workflows.membership import MARKER
+from caravel_lite.workflows.sweep import ExpiredMembers
 
 __all__ = ["DatabaseQueue", "CANDIDATES", "MAX_BATCH", "backoff_micros", "new_claim_token"]
 # Largest claim_many; complete_many and enqueue_many split longer batches into
@@ -81,7 +84,8 @@ def backoff_micros(options: QueueOptions, attempt: int,
     return base << exponent
 
 
-class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancelling):
+class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancelling,
+                    WorkflowCalls):
     """The queue over one Peewee database (SQLite, PostgreSQL or MariaDB/MySQL).
 
     ``db`` must have been migrated (:func:`caravel_lite.migrate`); the queue never
@@ -109,6 +113,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancell
         self._batch = BatchStatements(db, self.dialect.claim_lock)
         self._claimer = Claimer(db, self.dialect, self._sql, self._batch, self.telemetry)
         self._flow = FlowPolicy(self.registry, self.options)
+        self._claimer.before_sweep = ExpiredMembers(db, self.dialect,
+                                                    lambda: self.followups).finish
         self._groups = GroupClaimer(db, self._claimer, self._flow)
         self._failures = failures.FailureLog(db)
         self._lease_us = duration_micros(self.options.lease_duration)
@@ -124,10 +130,11 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancell
         return self.db.execute_sql(sql, params)
 
     def _fenced(self, sql: str, params: Sequence[Any], job_id: Optional[str] = None,
-                wrote: Optional[Wrote] = None) -> int:
+                wrote: Optional[Wrote] = None,
+                then: Optional[Callable[[], None]] = None) -> int:
         """:func:`caravel_lite.fences.fenced_write` on this queue's database."""
         return fenced_write(self.dialect, self.db, sql, params, self._sql.settled, job_id,
-                            wrote)
+                            wrote, then)
 
     # -- claim -------------------------------------------------------------------------
 
@@ -240,7 +247,8 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancell
     def _complete_raw(self, lease: QueueLease, now_ms: int) -> bool:
         ident = lease._id_text()
         return self._fenced(self._sql.complete, (now_ms, now_ms, ident, lease._token, now_ms),
-                            ident, left_as(COMPLETED, now_ms, lease, lease.attempt)) == 1
+                            ident, left_as(COMPLETED, now_ms, lease, lease.attempt),
+                            self._then(lease, COMPLETED, now_ms)) == 1
 
     @budgeted
     def complete_many(self, leases: Sequence[QueueLease]) -> List[bool]:
@@ -265,7 +273,11 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancell
             ident = lease._id_text()
             # Two leases of one job cannot share a statement (one CASE arm per id);
             # at most one of them is owned, so a repeat is settled on its own, after.
-            (repeats if ident in seen else pending).append(index)
+            # A chain's or batch's job completes on its own too, with its follow-up
+            # (caravel_lite.workflows): told from the options the claim read.
+            options = lease._job_options
+            (repeats if ident in seen or (options is not None and MARKER in options)
+             else pending).append(index)
             seen.add(ident)
         for start in range(0, len(pending), COMPLETE_CHUNK):
             chunk = pending[start:start + COMPLETE_CHUNK]
@@ -360,9 +372,11 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancell
         state = DEAD if outcome == "deadlettered" else PENDING
         left = left_as(state, now_ms, lease, lease.attempt, failure.value)
 
+        then = self._then(lease, DEAD, now_ms) if state == DEAD else None
+
         def record() -> bool:
             return self._failures.fail(sql, params, ident[0], lease.attempt, failure.value,
-                                       info, now_ms)
+                                       info, now_ms, then)
 
         def recover() -> bool:
             # The failure and its history row are one transaction: the row in the

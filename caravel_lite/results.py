@@ -165,7 +165,10 @@ class Results:
 
     if TYPE_CHECKING:  # DatabaseQueue's
         def _fenced(self, sql: str, params: Any, job_id: Optional[str] = None,
-                    wrote: Any = None) -> int: ...
+                    wrote: Any = None, then: Optional[Callable[[], None]] = None) -> int: ...
+
+        def _then(self, lease: QueueLease, state: str,
+                  now_ms: int) -> Optional[Callable[[], None]]: ...
 
         def _now_us(self) -> int: ...
 
@@ -187,7 +190,8 @@ class Results:
                f"finished_at = {p}, updated_at = {p} WHERE id = {p} AND state = '{LEASED}' "
                f"AND lease_token = {p} AND lease_expires_at > {p}")
         done = self._fenced(sql, (text, now_ms, now_ms, ident, lease._token, now_ms), ident,
-                            left_as(COMPLETED, now_ms, lease, lease.attempt)) == 1
+                            left_as(COMPLETED, now_ms, lease, lease.attempt),
+                            self._then(lease, COMPLETED, now_ms)) == 1
         if done:
             self.telemetry.count("completed", lease.context.queue)
         return done

@@ -21,6 +21,8 @@ SLOTS_TABLE = "caravel_slots"
 HISTORY_TABLE = "caravel_migrations"
 PAUSED_TABLE = "caravel_paused_queues"
 WORKERS_TABLE = "caravel_workers"
+WORKFLOWS_TABLE = "caravel_workflows"
+WORKFLOW_JOBS_TABLE = "caravel_workflow_jobs"
 
 # A Model subclass whose columns are set at run time: a type checker cannot see them.
 RuntimeModel = Any
@@ -361,3 +363,53 @@ SLOT_INDEXES: Tuple[IndexSpec, ...] = (
 def slots_model(db: peewee.Database) -> RuntimeModel:
     """The runtime model of the limits' slots, bound to ``db``. Never creates it."""
     return build_model(db, SLOTS_TABLE, slot_columns(), SLOT_INDEXES, primary_key=SLOTS_KEY)
+
+
+def workflow_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
+    """Chains and batches (migration 0012, caravel_lite.workflows): one row each.
+    ``total``: its jobs (a chain's steps, a batch's members, never its callbacks);
+    ``finished``: how many have been counted final (a chain counts its completed
+    steps); ``failed``: how many of them failed (a batch's dead-lettered, discarded or
+    cancelled members). The callbacks' ids (held jobs until the batch decides them);
+    ``closed_at``: when the last job was counted."""
+    return {
+        "id": peewee.CharField(max_length=36, primary_key=True),
+        "kind": peewee.CharField(max_length=8),
+        "queue": exact_text(dialect, 64),
+        "tenant_id": exact_text(dialect, 128),
+        "total": peewee.IntegerField(),
+        "finished": peewee.IntegerField(default=0),
+        "failed": peewee.IntegerField(default=0),
+        "on_complete": peewee.CharField(max_length=36, null=True),
+        "on_success": peewee.CharField(max_length=36, null=True),
+        "on_failure": peewee.CharField(max_length=36, null=True),
+        "created_at": peewee.BigIntegerField(),
+        "closed_at": peewee.BigIntegerField(null=True),
+    }
+
+
+WORKFLOW_INDEXES: Tuple[IndexSpec, ...] = (
+    # Chains or batches of a queue, newest first (ids begin with their millisecond).
+    IndexSpec(_name(WORKFLOWS_TABLE, ("queue", "kind", "id")), ("queue", "kind", "id")),
+)
+
+
+def workflow_job_columns() -> Dict[str, peewee.Field]:
+    """A chain's steps and a batch's members in order: (workflow_id, position) -> job."""
+    return {
+        "workflow_id": peewee.CharField(max_length=36),
+        "position": peewee.IntegerField(),
+        "job_id": peewee.CharField(max_length=36),
+    }
+
+
+WORKFLOW_JOBS_KEY = ("workflow_id", "position")
+
+
+def workflow_models(db: peewee.Database) -> Tuple[RuntimeModel, RuntimeModel]:
+    """The runtime models of the workflows and their jobs, bound to ``db``. Never
+    creates them."""
+    return (build_model(db, WORKFLOWS_TABLE, workflow_columns(dialect_of(db)),
+                        WORKFLOW_INDEXES),
+            build_model(db, WORKFLOW_JOBS_TABLE, workflow_job_columns(),
+                        primary_key=WORKFLOW_JOBS_KEY))

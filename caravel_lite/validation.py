@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Callable, Optional
 
 import peewee
@@ -18,6 +18,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _FORBIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 _NO_OVERRIDES = (None, None, None, None, None)
+_NO_WORKFLOW = (None, None, None)
+# unique_for and debounce: from a millisecond (the stored resolution) to a year.
+_MIN_PERIOD = timedelta(milliseconds=1)
+_MAX_PERIOD = timedelta(days=366)
 QUEUE_MAX = 64
 WIRE_NAME_MAX = 128
 IDENTITY_MAX = 128
@@ -100,9 +104,45 @@ def check_dispatch(dispatch: object) -> Dispatch:
             dispatch.timeout, dispatch.keep_result) != _NO_OVERRIDES:
         from caravel_lite.job_options import check_overrides  # imports this module
         check_overrides(dispatch)
+    if (dispatch.unique_for, dispatch.debounce, dispatch.debounce_key) != _NO_WORKFLOW:
+        check_timing(dispatch)
     if type(dispatch) is Dispatch:  # a subclass could be mutable
         _last_valid = dispatch
     return dispatch
+
+
+def _period(field: str, value: object) -> timedelta:
+    if not isinstance(value, timedelta):
+        raise InvalidField(field, f"must be a datetime.timedelta, got {type(value).__name__}")
+    if not _MIN_PERIOD <= value <= _MAX_PERIOD:
+        raise InvalidField(field, f"must be between {_MIN_PERIOD} and {_MAX_PERIOD}, "
+                           f"got {value}")
+    return value
+
+
+def check_timing(dispatch: Dispatch) -> None:
+    """``unique_for`` (only with an idempotency key) and ``debounce`` (with its
+    ``debounce_key``, never with an idempotency key or a ``not_before``: a debounced
+    job's key and due time are the debounce's)."""
+    if dispatch.unique_for is not None:
+        _period("unique_for", dispatch.unique_for)
+        if dispatch.idempotency_key is None:
+            raise InvalidField("unique_for", "requires an idempotency_key (it bounds "
+                               "how long that key deduplicates)")
+    if dispatch.debounce is None and dispatch.debounce_key is None:
+        return
+    if dispatch.debounce is None:
+        raise InvalidField("debounce", "required with debounce_key")
+    _period("debounce", dispatch.debounce)
+    if dispatch.debounce_key is None:
+        raise InvalidField("debounce_key", "required with debounce")
+    check_identity("debounce_key", dispatch.debounce_key)
+    if dispatch.idempotency_key is not None:
+        raise InvalidField("debounce", "cannot be combined with idempotency_key (the "
+                           "debounce key decides which job an enqueue replaces)")
+    if dispatch.not_before is not None:
+        raise InvalidField("debounce", "cannot be combined with not_before (a debounced "
+                           "job is due once the calls stop for the window)")
 
 
 def check_int(field: str, value: object, low: int, high: int) -> int:

@@ -22,6 +22,9 @@ class JobState(str, enum.Enum):
     DEAD_LETTER = "dead_letter"
     # Stopped by an operator (caravel_lite.cancel): final, replayable like a dead letter.
     CANCELLED = "cancelled"
+    # A chain step waiting for the step before it to complete (caravel_lite.workflows):
+    # never claimed, never swept; the previous step's completion makes it PENDING.
+    HELD = "held"
 
 
 class Failure(str, enum.Enum):
@@ -77,6 +80,14 @@ class Dispatch:
     # Jobs of one queue sharing this key are leased at most concurrency_limit at once
     # (the job type's, else QueueOptions'): caravel_lite.limits.
     concurrency_key: Optional[str] = None
+    # With idempotency_key: the key deduplicates only within the period of this length
+    # the enqueue falls in (periods aligned to the Unix epoch): caravel_lite.envelope.
+    unique_for: Optional[timedelta] = None
+    # Debouncing (caravel_lite.debounce): while a job of the same (queue, tenant,
+    # debounce_key) is pending and unstarted, an enqueue replaces its payload and moves
+    # it to now + debounce.
+    debounce: Optional[timedelta] = None
+    debounce_key: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -198,6 +209,8 @@ class QueueCounts:
     dead_letter: int
     completed: int
     cancelled: int = 0
+    # Chain steps waiting for the step before them (caravel_lite.workflows).
+    held: int = 0
 
 
 @dataclass(frozen=True)

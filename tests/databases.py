@@ -91,7 +91,8 @@ class ServerDatabases:
 
 def clear_tables(db: peewee.Database) -> None:
     for table in ("caravel_jobs", "caravel_outbox", "caravel_failures",
-                  "caravel_paused_queues", "caravel_workers", "caravel_slots"):
+                  "caravel_paused_queues", "caravel_workers", "caravel_slots",
+                  "caravel_workflows", "caravel_workflow_jobs"):
         db.execute_sql(f"DELETE FROM {table}")
 
 

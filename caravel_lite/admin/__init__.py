@@ -24,7 +24,9 @@ from caravel_lite.admin.filters import (Instant, JobFilter, check_cursor, matchi
                                         page_limit, queue_names, read_newest,
                                         recheck)
 from caravel_lite.admin.stats import StatsReader
-from caravel_lite.admin.values import (FailureRecord, JobDetail, JobPage, JobSummary,
+from caravel_lite.admin.workflows import WorkflowPage, WorkflowViews
+from caravel_lite.workflows.operator import end_member
+from caravel_lite.admin.values import (FailureRecord, JobDetail, workflow_fields, JobPage, JobSummary,
                                        MinuteCount, PruneProgress, QueueStats,
                                        QueueSummary, TenantCounts)
 from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros, system_clock
@@ -37,7 +39,8 @@ from caravel_lite.schema import FAILURES_TABLE, FLOW_INDEX, JOBS_TABLE
 from caravel_lite.values import Failure, JobState, Priority
 
 __all__ = ["QueueAdmin", "LimitedKey", "JobSummary", "JobPage", "JobDetail", "FailureRecord",
-           "QueueSummary", "TenantCounts", "MinuteCount", "QueueStats", "PruneProgress"]
+           "QueueSummary", "TenantCounts", "MinuteCount", "QueueStats", "PruneProgress",
+           "WorkflowPage"]
 
 SUMMARY_COLUMNS = ("id, queue, tenant_id, wire_name, state, priority, attempts, max_attempts, "
                    "available_at, enqueued_at, finished_at, lease_expires_at, last_failure, "
@@ -67,7 +70,7 @@ def _summary_fields(row: Sequence[Any]) -> Dict[str, Any]:
         claimed_at=_maybe_ms(row[14]))
 
 
-class QueueAdmin(AdminControl):
+class QueueAdmin(AdminControl, WorkflowViews):
     """Operator views and actions over every tenant of the queue database ``db``
     (migrated with :func:`caravel_lite.migrate`). ``clock`` is the source of "now"
     (the system UTC clock by default), as for :class:`~caravel_lite.DatabaseQueue`;
@@ -163,7 +166,8 @@ class QueueAdmin(AdminControl):
         ``include_payload``."""
         ident = validation.check_uuid("job_id", job_id)
         p = self.db.param
-        columns = DETAIL_COLUMNS + CONTROL_COLUMNS + (", payload, result" if include_payload else "")
+        columns = (DETAIL_COLUMNS + CONTROL_COLUMNS
+                   + (", payload, result" if include_payload else "") + ", job_options")
         row = self.db.execute_sql(f"SELECT {columns} FROM {JOBS_TABLE} WHERE id = {p}",
                                   (ident,)).fetchone()
         if row is None:
@@ -178,7 +182,8 @@ class QueueAdmin(AdminControl):
                          result=row[23] if include_payload else None,
                          last_error_type=error_type,
                          idempotency_key=row[15], updated_at=_maybe_ms(row[16]),
-                         renewals=row[17], failures=history)
+                         renewals=row[17], failures=history,
+                         **workflow_fields(row[-1]))
 
     def job_ids(self, prefix: str, limit: int = 2) -> Tuple[uuid.UUID, ...]:
         """The ids of the jobs (any tenant) that begin with ``prefix``, as copied from a
@@ -396,14 +401,17 @@ class QueueAdmin(AdminControl):
         ident = validation.check_uuid("job_id", job_id)
         # The queue names the counter; a job's queue never changes, so it can be read
         # before the update.
-        row = self.db.execute_sql(f"SELECT queue FROM {JOBS_TABLE} WHERE id = {self.db.param}",
-                                  (ident,)).fetchone()
+        row = self.db.execute_sql(f"SELECT queue, job_options FROM {JOBS_TABLE} "
+                                  f"WHERE id = {self.db.param}", (ident,)).fetchone()
         if row is None:
             return False
         now_ms = floor_ms(self._now_us())
-        changed = retrying(dialect_of(self.db), self.db,
-                           lambda: int(self.db.execute_sql(self._discard,
-                                                           (now_ms, now_ms, ident)).rowcount)) == 1
+        # A batch member is discarded with its batch's count.
+        changed = bool(end_member(self.db, dialect_of(self.db), row[1], ident, self._discard,
+                                  (now_ms, now_ms, ident), DEAD, now_ms))
+        changed = changed or retrying(
+            dialect_of(self.db), self.db,
+            lambda: int(self.db.execute_sql(self._discard, (now_ms, now_ms, ident)).rowcount)) == 1
         if changed:
             # Counted as the worker counts a job dead-lettered by ``Discard`` (no
             # attempt failed here, so not ``failed``).

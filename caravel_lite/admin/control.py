@@ -22,8 +22,12 @@ from caravel_lite.observability import Telemetry, logger
 from caravel_lite.pausing import Pauses
 from caravel_lite.values import Failure, JobState
 from caravel_lite.logfields import fields
+from caravel_lite.workflows.operator import end_member
 
 __all__ = ["AdminControl", "CANCELLABLE"]
+
+PENDING = JobState.PENDING.value
+CANCELLED = JobState.CANCELLED.value
 
 CANCELLABLE = (JobState.PENDING, JobState.LEASED)
 # What the listings and the job view read beside their own columns (migration 0009).
@@ -90,8 +94,13 @@ class AdminControl:
         if row is None:
             return False
         now_ms = floor_ms(self._now_us())
-        done = cancel_one(self.db, dialect_of(self.db), sql.one, sql.settled,
-                          [now_ms, now_ms, now_ms, ident], ident)
+        dialect = dialect_of(self.db)
+        # A pending batch member is cancelled with its batch's count.
+        done = row[0] == PENDING and bool(end_member(
+            self.db, dialect, row[4], ident, sql.pending_member, (now_ms, now_ms, ident),
+            CANCELLED, now_ms))
+        done = done or cancel_one(self.db, dialect, sql.one, sql.settled,
+                                  [now_ms, now_ms, now_ms, ident], ident)
         if done:
             self._telemetry.count("cancel_requested", row[2])
             logger.info("job %s cancelled by an operator", ident,

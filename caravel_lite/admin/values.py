@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 from caravel_lite.values import Failure, JobState, Priority
 
@@ -93,6 +93,23 @@ class JobDetail(JobSummary):
     result: Optional[str] = field(default=None, repr=False)
     # The running worker holding its lease (QueueAdmin.workers), when leased by one.
     worker_id: Optional[str] = None
+    # The chain or batch it belongs to (caravel_lite.workflows): its id, "chain" or
+    # "batch", and the job's role there ("step", "member" or "callback").
+    workflow_id: Optional[uuid.UUID] = None
+    workflow_kind: Optional[str] = None
+    workflow_role: Optional[str] = None
+
+
+def workflow_fields(options: Optional[str]) -> Dict[str, Any]:
+    """The JobDetail fields naming a job's chain or batch, from its stored options."""
+    from caravel_lite.workflows.membership import Role, membership_of
+
+    member = membership_of(options)
+    if member is None:
+        return {}
+    kind = "chain" if member.role is Role.STEP else "batch"
+    return dict(workflow_id=uuid.UUID(member.workflow_id), workflow_kind=kind,
+                workflow_role=member.role.value)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ COMMANDS: Sequence[str] = (
     "cancel",
     "pausing",
     "workers",
+    "workflows",
     "metrics",
 )
 

@@ -68,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
               ("finished", operating.when(job.finished_at)),
               ("updated", operating.when(job.updated_at))]
     fields += _control_lines(job)
+    if job.workflow_id is not None:  # its chain or batch (caravel_lite.workflows)
+        fields.append((job.workflow_kind or "workflow", f"{job.workflow_id} "
+                                                        f"({job.workflow_role})"))
     if args.show_payload:
         fields.append(("payload", job.payload))
         if job.result is not None:

@@ -16,7 +16,7 @@ from caravel_lite.access import local_request
 from caravel_lite.clock import system_clock
 from caravel_lite.errors import InvalidField
 from caravel_lite.validation import check_int
-from caravel_lite.web import actions, control, metrics_page, pages
+from caravel_lite.web import actions, control, metrics_page, pages, workflows
 from caravel_lite.web.auth import (PASSWORD_VARIABLE, REALM, TOKEN_VARIABLE,
                                    USER_VARIABLE, Authenticator, Bind, check_bind)
 from caravel_lite.web.csrf import CsrfGuard
@@ -145,6 +145,7 @@ class Dashboard:
             ("GET", re.compile(r"/dead-letters"), pages.dead_letters),
             ("GET", re.compile(r"/schedules"), pages.schedules),
             ("GET", re.compile(r"/workers"), control.workers),
+            ("GET", re.compile(r"/workflows"), workflows.workflows),
             ("GET", re.compile(r"/metrics"), metrics_page.metrics),
             ("POST", re.compile(r"/actions/(?P<action>replay|discard|delete|cancel)"),
              actions.act),

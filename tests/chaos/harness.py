@@ -31,7 +31,7 @@ from typing import Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
 
 from caravel_lite import DatabaseQueue, Dispatch, QueueOptions, open_database
-from tests.chaos import invariants, jobs
+from tests.chaos import invariants, jobs, workflows
 from tests.chaos.fleet import Fleet, WorkerProcess
 from tests.chaos.plan import Mode, Schedule, Stop
 from tests.chaos.proxy import ChaosProxy
@@ -206,6 +206,8 @@ class Run:
             queue = DatabaseQueue(self.db, jobs.registry, self.options)
             for n in range(1, self.settings.initial_jobs + 1):
                 queue.enqueue(_job(n), _dispatch(n, keyed=n % 2 == 0))
+            # (job 1 carries no concurrency key: the limited key passes few jobs a second)
+            self.workflows = workflows.enqueue(queue, _job, _dispatch(1, keyed=False))
         return self.settings.initial_jobs
 
     def chaos(self, result: RunResult, enqueuer: _Enqueuer) -> None:
@@ -293,7 +295,8 @@ class Run:
         with self.db.connection_context():
             row = self.db.execute_sql(
                 f"SELECT COUNT(*) FROM caravel_jobs WHERE queue = {p} "
-                f"AND state NOT IN ({p}, {p})", (jobs.QUEUE, *FINAL_STATES)).fetchone()
+                f"AND state NOT IN ({p}, {p}, {p}, {p})",
+                (jobs.QUEUE, *FINAL_STATES, *workflows.RESTING)).fetchone()
         return int(row[0])
 
     def execute(self) -> RunResult:
@@ -326,6 +329,9 @@ class Run:
                                                   self.settings, self.leased_after_stop,
                                                   self.stalls)
         result.violations = invariants.check(evidence)
+        with self.db.connection_context():
+            result.violations.update(workflows.check(self.db, self.workflows, evidence.jobs,
+                                                     evidence.runs))
         invariants.summarise(evidence, result)
         with self.db.connection_context():
             jobs.drop_table(self.db)

@@ -92,6 +92,10 @@ def _to_state(queue, clock, job_id, state):
     if state == JobState.CANCELLED:  # keeps its idempotency key too
         assert queue.cancel(job_id, QUEUE, TENANT)
         return
+    if state == JobState.HELD:  # a chain's later step (only a first step has a key)
+        queue.db.execute_sql(f"UPDATE caravel_jobs SET state = 'held' "
+                             f"WHERE id = {queue.db.param}", (str(job_id),))
+        return
     lease = queue.claim(QUEUE)
     assert lease is not None and lease.job_id == job_id
     if state == JobState.COMPLETED:

@@ -18,8 +18,9 @@ from caravel_lite import (EnqueueResult, QueueIdempotencyConflict, SchemaNotRead
 from caravel_lite.dialect import dialect_of, open_database
 from caravel_lite.migrator import pending_migrations, runner
 from caravel_lite.schema import (FAILURES_TABLE, HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE,
-                                 PAUSED_TABLE, SLOTS_TABLE, WORKERS_TABLE, bind_models,
-                                 control_models, failures_model, slots_model)
+                                 PAUSED_TABLE, SLOTS_TABLE, WORKERS_TABLE, WORKFLOW_JOBS_TABLE,
+                                 WORKFLOWS_TABLE, bind_models, control_models,
+                                 failures_model, slots_model, workflow_models)
 from tests.contract.jobs import QUEUE, TENANT, Ping, dispatch, make_queue
 from tests.migrations.before_0008 import code_before_0008
 from tests.support import wait_for
@@ -27,7 +28,7 @@ from tests.support import wait_for
 ALL = ["0001_create_jobs", "0002_create_outbox", "0003_notify_trigger",
        "0004_partial_indexes", "0005_cluster_jobs_by_id", "0006_failure_history",
        "0007_listings_without_pending", "0008_job_options_and_results", "0009_control",
-       "0010_flow_control", "0011_trace_context"]
+       "0010_flow_control", "0011_trace_context", "0012_workflows"]
 
 # Backends whose jobs indexes are partial once 0004 has run (the others keep 0001's).
 PARTIAL_BACKENDS = ("sqlite", "postgres")
@@ -104,7 +105,10 @@ def expected_indexes(backend):
     jobs = PARTIAL_JOB_INDEXES if partial else FULL_JOB_INDEXES
     return {JOBS_TABLE: _as_of_0010(jobs, partial), OUTBOX_TABLE: OUTBOX_INDEXES,
             FAILURES_TABLE: FAILURE_INDEXES, PAUSED_TABLE: set(), WORKERS_TABLE: set(),
-            SLOTS_TABLE: {("caravel_slots_scope_taken_at", ("scope", "taken_at"), False, None)}}
+            SLOTS_TABLE: {("caravel_slots_scope_taken_at", ("scope", "taken_at"), False, None)},
+            WORKFLOWS_TABLE: {("caravel_workflows_queue_kind_id", ("queue", "kind", "id"),
+                               False, None)},
+            WORKFLOW_JOBS_TABLE: set()}
 
 
 INTEGER_64 = {"sqlite": "integer", "postgres": "bigint", "mysql": "bigint"}
@@ -152,16 +156,18 @@ def test_fresh_database_gets_exactly_the_runtime_schema(fresh, backend):
     assert migrate(fresh) == ALL
     assert sorted(fresh.get_tables()) == sorted([HISTORY_TABLE, JOBS_TABLE, OUTBOX_TABLE,
                                                  FAILURES_TABLE, PAUSED_TABLE, WORKERS_TABLE,
-                                                 SLOTS_TABLE])
+                                                 SLOTS_TABLE, WORKFLOWS_TABLE,
+                                                 WORKFLOW_JOBS_TABLE])
     for model in (*bind_models(fresh), failures_model(fresh), *control_models(fresh),
-                  slots_model(fresh)):
+                  slots_model(fresh), *workflow_models(fresh)):
         table = model._meta.table_name
         columns = {c.name: c for c in fresh.get_columns(table)}
         assert set(columns) == set(model._meta.columns), table
         for name, field in model._meta.columns.items():
             assert columns[name].null == field.null, (table, name)
         keys = {FAILURES_TABLE: ["job_id", "seq"], PAUSED_TABLE: ["queue"],
-                WORKERS_TABLE: ["worker_id"], SLOTS_TABLE: ["scope", "slot"]}.get(table, ["id"])
+                WORKERS_TABLE: ["worker_id"], SLOTS_TABLE: ["scope", "slot"],
+                WORKFLOW_JOBS_TABLE: ["workflow_id", "position"]}.get(table, ["id"])
         assert [c for c in fresh.get_primary_keys(table)] == keys
         assert _indexes(fresh, table) == expected_indexes(backend)[table]
         assert _model_indexes(model) == expected_indexes(backend)[table]
