@@ -19,10 +19,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Any, Collection, FrozenSet, Iterator, List, Optional, Tuple
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core import checks
+from playhouse import db_url
 
 __all__ = ["Overlap", "overlaps_of", "check_messages", "check_overlaps"]
 
@@ -67,21 +68,15 @@ def _place(backend: Any) -> Tuple[Any, ...]:
         except Exception:  # an in-memory or unknown entry: as Django's settings say
             entry = settings.DATABASES.get(config.database, {})
             return ("django", entry.get("ENGINE"), str(entry.get("NAME")))
-    parts = urlsplit(url)
-    kind = parts.scheme.split("+")[0].lower()
-    if kind.startswith("postgres"):
-        kind = "postgresql"
+    kind = urlsplit(url).scheme.split("+")[0].lower()
+    kind = "postgresql" if kind.startswith("postgres") else kind
+    parts = db_url.parse(url)  # as open_database reads the URL
     if kind.startswith("sqlite"):
-        path = unquote(url.split("://", 1)[1].lstrip("/")) if "://" in url else url
-        path = "/" + path if url.startswith(parts.scheme + ":////") else path
-        return ("sqlite", os.path.realpath(path))
-    host = (parts.hostname or "").lower()
+        return ("sqlite", os.path.realpath(str(parts.get("database", ""))))
+    host = str(parts.get("host") or "").lower()
     host = "localhost" if host in _LOOPBACK else host
-    try:
-        port = parts.port or _DEFAULT_PORTS.get(kind)
-    except ValueError:
-        port = None
-    return (kind, host, port, unquote(parts.path.lstrip("/")))
+    return (kind, host, parts.get("port") or _DEFAULT_PORTS.get(kind),
+            parts.get("database"))
 
 
 def _modules(backend: Any) -> FrozenSet[str]:
