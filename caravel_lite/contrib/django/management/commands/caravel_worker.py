@@ -47,7 +47,11 @@ def worker_argv(argv: List[str]) -> List[str]:
         backend = task_backends[alias]
     except ImproperlyConfigured:  # InvalidTaskBackend: no such alias
         raise CommandError(f"TASKS has no backend {alias!r}") from None
-    if not hasattr(backend, "tasks"):
+    from caravel_lite.contrib.django.backend import CaravelBackend
+
+    # By type: hasattr(backend, "tasks") would build its registry (importing the task
+    # modules) only to answer.
+    if not isinstance(backend, CaravelBackend):
         raise CommandError(f"TASKS[{alias!r}] is not a CaravelBackend")
     named = _queues_named(rest)
     if not named:
