@@ -16,22 +16,21 @@ _counter = 0
 POOL_BYTES = 4096
 _pool = b""
 _pool_at = 0
-# The process that read the pool: a forked child must never hand out the bytes its
-# parent still holds (the two would make equal ids in the same millisecond and count).
-_pool_pid = 0
 _fork_safe = False  # the child's reset below is registered (on the first id, not at import)
 
 
 def _reset_in_child() -> None:
     """In a forked child: a new lock (another thread of the parent may have held this
-    one at the fork, and would never release it here) and no pool."""
+    one at the fork, and would never release it here) and no pool (the child must
+    never hand out the bytes its parent still holds: the two would make equal ids in
+    the same millisecond and count)."""
     global _lock, _pool, _pool_at
     _lock = threading.Lock()
     _pool, _pool_at = b"", 0
 
 
 def new_id() -> uuid.UUID:
-    global _last_ms, _counter, _pool, _pool_at, _pool_pid, _fork_safe
+    global _last_ms, _counter, _pool, _pool_at, _fork_safe
     if not _fork_safe:
         _fork_safe = True
         if hasattr(os, "register_at_fork"):
@@ -50,7 +49,7 @@ def new_id() -> uuid.UUID:
             _counter = 0
         _last_ms = ms
         counter = _counter
-        if _pool_at < len(_pool) and _pool_pid == os.getpid():
+        if _pool_at < len(_pool):
             chunk = _pool[_pool_at:_pool_at + 8]
             _pool_at += 8
         else:
@@ -60,7 +59,7 @@ def new_id() -> uuid.UUID:
         # forked while this thread held the lock would find it held for good.
         fresh = os.urandom(POOL_BYTES)
         with _lock:
-            _pool, _pool_at, _pool_pid = fresh, 8, os.getpid()
+            _pool, _pool_at = fresh, 8
         chunk = fresh[:8]
     # 48 bits of milliseconds (enough until the year 10889), version 7, the 12-bit
     # counter; then the variant (0b10) and 62 random bits. Built as two 64-bit halves:
