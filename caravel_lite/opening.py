@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 import peewee
 from playhouse import db_url
 
-from caravel_lite import sessions
+from caravel_lite import pymysql_tls, sessions
 from caravel_lite.errors import CaravelError
 from caravel_lite.retry import RetryPolicy
 
@@ -166,7 +166,10 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
         if scheme == "mysql":
             tcp = {name: int(arguments.pop(name)) for name in _SOCKET_OPTIONS
                    if name in arguments}
-        database = sessions.reconnect_class(type(database))(**arguments)
+        base = type(database)
+        if scheme == "mysql" and pymysql_tls.applies():
+            base = pymysql_tls.mysql_class(base)
+        database = sessions.reconnect_class(base)(**arguments)
         database.tcp_timeouts = tcp
     if busy_retries is not None:
         retries = int(busy_retries)
