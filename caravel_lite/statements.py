@@ -156,9 +156,11 @@ class BatchStatements:
     """Statements whose text depends on a row count (id lists, LIMIT), built on first
     use per count and kept, so each distinct size is formatted once per queue."""
 
-    def __init__(self, db: peewee.Database, claim_lock: Optional[str]) -> None:
+    def __init__(self, db: peewee.Database, claim_lock: Optional[str],
+                 picked_ids: str = "id IN (SELECT id FROM picked)") -> None:
         self._p = db.param
         self._lock = claim_lock
+        self._picked_ids = picked_ids  # Dialect.picked_ids
         self._cache: Dict[Tuple[str, int], str] = {}
 
     def _get(self, kind: str, n: int) -> str:
@@ -239,8 +241,9 @@ class BatchStatements:
         re-checked its predicate on the newest version; SQLite: the statement runs
         alone under the write lock), so the predicate is not repeated outside it: on
         SQLite that would steer the UPDATE to the state index and a scan of every
-        pending row instead of primary-key lookups. Params: queue, now_ms, token,
-        expires_ms, now_ms, now_ms, queue, now_ms."""
+        pending row instead of primary-key lookups. The picked ids are named as the
+        dialect finds them by primary key (:attr:`Dialect.picked_ids`). Params: queue,
+        now_ms, token, expires_ms, now_ms, now_ms, queue, now_ms."""
         p, t = self._p, JOBS_TABLE
         lock = f" {self._lock}" if self._lock else ""
         return (
@@ -249,7 +252,7 @@ class BatchStatements:
             f"ORDER BY priority, available_at, enqueued_at, id LIMIT {int(n)}{lock}) "
             f"UPDATE {t} SET state = '{LEASED}', attempts = attempts + 1, "
             f"lease_token = {p}, lease_expires_at = {p}, claimed_at = {p}, updated_at = {p} "
-            f"WHERE id IN (SELECT id FROM picked) "
+            f"WHERE {self._picked_ids} "
             f"AND NOT EXISTS (SELECT 1 FROM {t} WHERE queue = {p} AND state = '{LEASED}' "
             f"AND lease_expires_at <= {p}) "
             f"RETURNING {LEASE_COLUMNS}")

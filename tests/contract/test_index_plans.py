@@ -169,3 +169,22 @@ def test_prune_of_one_queue_uses_the_partial_prune_index(db, backend, monkeypatc
     _load(db, queue._now_ms())
     db.execute_sql(ANALYZE[backend])
     _assert_prune_plans(db, backend, _prune_statements(db, monkeypatch, queue, QUEUE))
+
+
+def test_the_claim_updates_the_rows_it_picked_by_primary_key(db, backend, loaded):
+    """The claim's UPDATE finds the candidates its CTE picked by primary key, not by a
+    join over the whole jobs table: PostgreSQL planned ``id IN (SELECT id FROM
+    picked)`` as a hash semi-join over a sequential scan of every row, once per claim
+    (Dialect.picked_ids)."""
+    queue, now_ms = loaded
+    sql = queue._batch.claim_returning(50)
+    params = (QUEUE, now_ms, "t" * 32, now_ms + 30_000, now_ms, now_ms, QUEUE, now_ms)
+    with db.atomic() as transaction:  # EXPLAIN of an UPDATE runs nothing; kept safe
+        plan = PLANS[backend](db, sql, params)
+        transaction.rollback()
+    # (Plan.full_scan would count SQLite's scan of the materialized CTE itself.)
+    table_scans = [line for line in plan.text.splitlines()
+                   if "Seq Scan on caravel_jobs" in line
+                   or line.strip().startswith("SCAN caravel_jobs")]
+    assert table_scans == [], plan.text
+    assert "caravel_jobs_pkey" in plan.indexes or "PRIMARY KEY" in plan.text, plan.text
