@@ -263,3 +263,36 @@ def test_a_bulk_discard_racing_a_worker_counts_each_member_once(db, connect):
     counts = queue.batch_status(batch.batch_id, QUEUE, TENANT).counts
     assert counts == {"completed": 300 - discarded, "dead_letter": discarded}
     closed_failed(queue, batch, 300, discarded)
+
+
+def test_two_deletes_of_the_same_pending_members_at_once_count_each_once(db, connect):
+    queue = make_queue(db)
+    batches = [queue.enqueue_batch(members(2, f"b{n}-"), **callbacks()) for n in range(50)]
+    firsts = [batch.job_ids[0] for batch in batches]
+    barrier = threading.Barrier(2)
+    deleted: List[int] = []
+    errors: List[BaseException] = []
+
+    def operator(delete) -> None:
+        own = connect()
+        try:
+            barrier.wait(timeout=30)
+            deleted.append(sum(delete(own, ident) for ident in firsts))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            own.close()
+
+    threads = [threading.Thread(target=operator, args=(delete,)) for delete in (
+        lambda own, ident: QueueAdmin(own).delete(ident),
+        lambda own, ident: make_queue(own).delete(ident, QUEUE, TENANT))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    assert sum(deleted) == 50, deleted
+    for batch in batches:
+        status = queue.batch_status(batch.batch_id, QUEUE, TENANT)
+        assert (status.finished, status.failed, status.closed_at) == (1, 1, None)
+        assert state_of(db, batch.on_failure) == "pending"
