@@ -153,7 +153,8 @@ class Pruner:
                                                       floor_ms(now_micros(self.clock)))
                         deleted += len(removed)
                         kept.difference_update(removed)
-                    gone = [job_id for job_id in ids if job_id not in kept]
+                    # (nothing deleted: nothing's history to delete, as before)
+                    gone = [job_id for job_id in ids if job_id not in kept] if deleted else []
                 if gone:
                     self.db.execute_sql(
                         f"DELETE FROM {FAILURES_TABLE} WHERE job_id IN "

@@ -153,3 +153,25 @@ def test_a_plain_jobs_operator_actions_run_the_statements_they_ran_before(db):
         assert not any("workflow" in sql or "held" in sql for sql in seen), name
         db.execute_sql(f"DELETE FROM caravel_jobs WHERE queue = {db.param}", (QUEUE,))
     assert found == OPERATOR_EXPECTED
+
+
+def test_a_delete_that_deletes_nothing_reads_back_what_it_left_once(db):
+    """The one statement more: a delete whose plain DELETE matched fewer rows than it
+    was given reads those left back (one primary-key read, as a partly matched bulk
+    delete did before), since a chain's or batch's jobs among them are deleted by
+    another path. Before workflows, a delete that matched nothing read nothing."""
+    from caravel_lite import QueueAdmin
+
+    queue = make_queue(db)
+    queue.enqueue(Step("running"), to())
+    lease = queue.claim(QUEUE)
+    unknown = "00000000-0000-4000-8000-000000000000"
+    for ident in (lease.job_id, unknown):  # leased: kept; unknown: nothing to delete
+        seen: List[str] = []
+        undo = _recording(db, seen)
+        try:
+            assert not QueueAdmin(db).delete(ident)
+        finally:
+            undo()
+        assert [sql.split(None, 1)[0] for sql in seen] == ["DELETE", "SELECT"], ident
+        assert not any("workflow" in sql for sql in seen)
