@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple,
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Set, Tuple,
                     Union)
 
 import peewee
