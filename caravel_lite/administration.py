@@ -39,7 +39,7 @@ class Administration:
 
     def __init__(self) -> None:
         self._jobs, _ = bind_models(self.db)
-        self._pruner = retention.Pruner(self.db)
+        self._pruner = retention.Pruner(self.db, clock=self.clock)
 
     def _now_ms(self) -> int:
         return floor_ms(now_micros(self.clock))

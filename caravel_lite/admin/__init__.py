@@ -25,7 +25,8 @@ from caravel_lite.admin.filters import (Instant, JobFilter, check_cursor, matchi
                                         recheck)
 from caravel_lite.admin.stats import StatsReader
 from caravel_lite.admin.workflows import WorkflowPage, WorkflowViews
-from caravel_lite.workflows.operator import end_member
+from caravel_lite.workflows.membership import MARKED, UNMARKED
+from caravel_lite.workflows.operator import end_marked, end_member
 from caravel_lite.admin.values import (FailureRecord, JobDetail, workflow_fields, JobPage, JobSummary,
                                        MinuteCount, PruneProgress, QueueStats,
                                        QueueSummary, TenantCounts)
@@ -83,7 +84,7 @@ class QueueAdmin(AdminControl, WorkflowViews):
         self.db = validation.check_database("db", db)
         self.clock = validation.check_clock(clock if clock is not None else system_clock)
         self._stats = StatsReader(db)
-        self._pruner = retention.Pruner(db)
+        self._pruner = retention.Pruner(db, clock=self.clock)
         self._telemetry = telemetry if telemetry is not None else default_telemetry()
         p = db.param
         # now_ms (available), now_ms (updated), ids...: as DatabaseQueue.replay, for
@@ -270,22 +271,36 @@ class QueueAdmin(AdminControl, WorkflowViews):
             by_queue.setdefault(queue_name, []).append(job_id)
         return by_queue
 
-    def _update_matching(self, f: JobFilter, template: str, values: Callable[[], List[Any]],
-                         counter: Callable[[str, int], None]) -> int:
-        """Run ``template`` (an UPDATE ending in ``WHERE``) over every job matching
-        ``f``, batch by batch, one statement per batch and queue that checks ``f``
-        again: how many rows it changed."""
+    def _update_matching(self, f: JobFilter, template: str, stamps: int,
+                         counter: Callable[[str, int], None],
+                         ending: Optional[str] = None) -> int:
+        """Run ``template`` (an UPDATE ending in ``WHERE``, its first ``stamps``
+        parameters now in ms) over every job matching ``f``, batch by batch, one
+        statement per batch and queue that checks ``f`` again: how many rows it
+        changed. ``ending``: the final state it moves a PENDING job to, whose batch
+        must count it; the statement then leaves out the jobs of a workflow, and when
+        it changed fewer than its ids those are ended one by one, each with its
+        batch's count (:func:`~caravel_lite.workflows.operator.end_marked`), as
+        :meth:`discard` ends one."""
         condition, condition_params = recheck(self.db.param, f)
+        p = self.db.param
         dialect = dialect_of(self.db)
         total = 0
         for rows in matching_rows(self.db, f, ACTION_BATCH):
-            head = values()
+            now_ms = floor_ms(self._now_us())
+            head = [now_ms] * stamps
             for queue_name, ids in self._by_queue(rows).items():  # exact counts per queue
-                sql = (f"{template} id IN ({', '.join([self.db.param] * len(ids))}) "
-                       f"AND {condition}")
+                sql = f"{template} id IN ({', '.join([p] * len(ids))}) AND {condition}"
                 params = [*head, *ids, *condition_params]
+                if ending is not None:
+                    sql += f" AND {UNMARKED.format(p=p)}"
+                    params.append(MARKED)
                 changed = retrying(dialect, self.db,
                                    lambda: int(self.db.execute_sql(sql, params).rowcount))
+                if ending is not None and changed < len(ids):
+                    changed += end_marked(
+                        self.db, dialect, ids, f"{template} id = {p} AND {condition}",
+                        lambda ident: [*head, ident, *condition_params], ending, now_ms)
                 total += changed
                 if changed:
                     counter(queue_name, changed)
@@ -313,7 +328,7 @@ class QueueAdmin(AdminControl, WorkflowViews):
         if dry_run:
             return self._count_matching(f)
         total = self._update_matching(
-            f, self._replay_many, lambda: [floor_ms(self._now_us())] * 2,
+            f, self._replay_many, 2,
             lambda queue_name, n: self._telemetry.count("replayed", queue_name, n))
         if total:
             logger.info("replayed %d dead letter(s)", total, extra=fields(count=total))
@@ -339,10 +354,11 @@ class QueueAdmin(AdminControl, WorkflowViews):
                               wire_name, failure, since, until)
         if dry_run:
             return self._count_matching(f)
+        # Pending batch members are discarded with their batch's count.
         total = self._update_matching(
-            f, self._discard_many, lambda: [floor_ms(self._now_us())] * 2,
+            f, self._discard_many, 2,
             lambda queue_name, n: self._telemetry.count(
-                "deadlettered", queue_name, n, failure=Failure.DISCARDED.value))
+                "deadlettered", queue_name, n, failure=Failure.DISCARDED.value), DEAD)
         if total:
             logger.info("discarded %d pending job(s)", total, extra=fields(count=total))
         return total

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple,
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Set, Tuple,
                     Union)
 
 import peewee
@@ -64,9 +64,9 @@ class AdminControl:
         def _check_scope(verb: str, noun: str, everything: object,
                          filters: Sequence[object]) -> None: ...
 
-        def _update_matching(self, f: JobFilter, template: str,
-                             values: Callable[[], List[Any]],
-                             counter: Callable[[str, int], None]) -> int: ...
+        def _update_matching(self, f: JobFilter, template: str, stamps: int,
+                             counter: Callable[[str, int], None],
+                             ending: Optional[str] = None) -> int: ...
 
         def _count_matching(self, f: JobFilter) -> int: ...
 
@@ -129,9 +129,12 @@ class AdminControl:
                                      wire_name, failure, since, until) for one in states]
         if dry_run:
             return sum(self._count_matching(f) for f in filters)
+        # Pending batch members are cancelled with their batch's count; leased ones
+        # only get a request, and are counted when they end.
         total = sum(self._update_matching(
-            f, self._cancels.many, lambda: [floor_ms(self._now_us())] * 3,
-            lambda queue_name, n: self._telemetry.count("cancel_requested", queue_name, n))
+            f, self._cancels.many, 3,
+            lambda queue_name, n: self._telemetry.count("cancel_requested", queue_name, n),
+            CANCELLED if f.state is JobState.PENDING else None)
             for f in filters)
         if total:
             logger.info("cancelled %d job(s) (leased ones by request)", total,

@@ -24,12 +24,14 @@ import peewee
 from caravel_lite import validation
 from caravel_lite.admin.filters import instant_ms
 from caravel_lite.admin.values import PruneProgress
-from caravel_lite.clock import floor_ms, from_ms
+from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros, system_clock
 from caravel_lite.dialect import dialect_of
 from caravel_lite.retry import retrying
 from caravel_lite.errors import InvalidField
 from caravel_lite.schema import FAILURES_TABLE, JOBS_TABLE, PRUNE_INDEX
 from caravel_lite.values import JobState
+from caravel_lite.workflows.membership import MARKED, MARKER, UNMARKED
+from caravel_lite.workflows.removal import Removal
 
 FINISHED = (JobState.COMPLETED, JobState.DEAD_LETTER, JobState.CANCELLED)
 MAX_BATCH = 10_000
@@ -91,11 +93,15 @@ class Pruner:
     """The statements of pruning and deleting on one database. ``sleep`` and ``timer``
     (seconds, monotonic) pace the batches (tests pass their own); ``last_pause`` is the
     pause still owed after the last batch :meth:`prune` wrote, which it does not sleep
-    (the worker spends it waiting for new work)."""
+    (the worker spends it waiting for new work). ``clock`` stamps what the removal of
+    a chain's or batch's jobs changes (:mod:`caravel_lite.workflows.removal`)."""
+
+    _removal: Optional[Removal] = None
 
     def __init__(self, db: peewee.Database, *, sleep: Sleep = time.sleep,
-                 timer: Timer = time.monotonic) -> None:
+                 timer: Timer = time.monotonic, clock: Clock = system_clock) -> None:
         self.db = db
+        self.clock = clock
         self.dialect = dialect_of(db)
         self.pacing = self.dialect.prune_pacing
         self._sleep = sleep
@@ -116,24 +122,39 @@ class Pruner:
     def _ids(self, n: int) -> str:
         return ", ".join([self.db.param] * n)
 
+    @property
+    def removal(self) -> Removal:
+        if self._removal is None:
+            self._removal = Removal(self.db)
+        return self._removal
+
     def _delete_batch(self, ids: List[str], condition: str, params: Sequence[object]) -> int:
         """Delete the jobs ``ids`` still matching ``condition``, and the failure
-        history of those deleted, in one transaction; how many jobs went."""
+        history of those deleted, in one transaction; how many jobs went. The jobs of
+        a chain or batch are left out of the plain DELETE and, when it deleted fewer
+        than ``ids``, deleted by :class:`Removal` with what that means for their
+        workflows (so a batch of plain jobs runs the statements it ran before)."""
         marks = self._ids(len(ids))
+        plain = (f"DELETE FROM {JOBS_TABLE} WHERE id IN ({marks}) AND {condition} "
+                 f"AND {UNMARKED.format(p=self.db.param)}")
 
         def once() -> int:
             with self.dialect.write_transaction(self.db):
-                deleted = int(self.db.execute_sql(
-                    f"DELETE FROM {JOBS_TABLE} WHERE id IN ({marks}) AND {condition}",
-                    [*ids, *params]).rowcount)
+                deleted = int(self.db.execute_sql(plain, [*ids, *params, MARKED]).rowcount)
                 if deleted == len(ids):  # ids are distinct: every one of them went
                     gone = ids
-                elif deleted:
-                    kept = {row[0] for row in self.db.execute_sql(
-                        f"SELECT id FROM {JOBS_TABLE} WHERE id IN ({marks})", ids)}
-                    gone = [job_id for job_id in ids if job_id not in kept]
                 else:
-                    gone = []
+                    left = self.db.execute_sql(
+                        f"SELECT id, job_options FROM {JOBS_TABLE} WHERE id IN ({marks})",
+                        ids).fetchall()
+                    kept = {row[0] for row in left}
+                    if any(row[1] is not None and MARKER in row[1] for row in left):
+                        removed = self.removal.delete(left, condition, params,
+                                                      floor_ms(now_micros(self.clock)))
+                        deleted += len(removed)
+                        kept.difference_update(removed)
+                    # (nothing deleted: nothing's history to delete, as before)
+                    gone = [job_id for job_id in ids if job_id not in kept] if deleted else []
                 if gone:
                     self.db.execute_sql(
                         f"DELETE FROM {FAILURES_TABLE} WHERE job_id IN "

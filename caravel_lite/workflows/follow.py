@@ -70,6 +70,13 @@ class FollowUps:
         replays = run(self.sql.replays, (job_id,)).fetchone()
         if replays is None or int(replays[0]) > 0:
             return  # counted at its first final state (the rule above)
+        self.count_member(member, failed, now_ms)
+
+    def count_member(self, member: Membership, failed: bool, now_ms: int) -> None:
+        """Count a batch member final (its caller knows it was not counted before: a
+        first final state, or a removal before one), in the open transaction, and make
+        due or rule out the callbacks the count decides."""
+        run = self._run
         if run(self.sql.count_member, (now_ms, int(failed), member.workflow_id)).rowcount != 1:
             return  # closed already (a member counted through another path), or gone
         row = run(self.sql.tally, (member.workflow_id,)).fetchone()

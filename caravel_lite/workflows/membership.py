@@ -12,10 +12,17 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-__all__ = ["Role", "Membership", "MARKER", "membership_of", "with_membership"]
+__all__ = ["Role", "Membership", "MARKER", "MARKED", "UNMARKED", "membership_of",
+           "with_membership"]
 
 # Present in every member's options text and in no other's: the cheap first test.
 MARKER = '"workflow":'
+# The LIKE pattern (bound as a parameter: the drivers that format with % would read
+# a literal one) finding MARKER in job_options, and the condition leaving out the jobs
+# it finds, for statements that act on plain jobs many at a time. ({p}: the
+# database's parameter mark.)
+MARKED = f"%{MARKER}%"
+UNMARKED = "(job_options IS NULL OR job_options NOT LIKE {p})"
 
 
 class Role(str, enum.Enum):

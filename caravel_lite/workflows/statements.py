@@ -63,6 +63,17 @@ class WorkflowStatements:
         self.listing_before = (f"SELECT {SUMMARY} FROM {w} WHERE queue = {p} AND kind = {p} "
                                f"AND id < {p} ORDER BY id DESC LIMIT {p}")
 
+        # Removing jobs (caravel_lite.workflows.removal). The workflow's row locked by
+        # a write that changes nothing: whoever removes its jobs takes it first, so two
+        # removals of one workflow's jobs run one after the other. params: id
+        self.lock = f"UPDATE {w} SET closed_at = closed_at WHERE id = {p}"
+        # Whether any member or step of it is left. params: id
+        self.members_left = (f"SELECT 1 FROM {m} wj JOIN {t} j ON j.id = wj.job_id "
+                             f"WHERE wj.workflow_id = {p} LIMIT 1")
+        # A workflow none of whose jobs is left. params: id
+        self.forget_members = f"DELETE FROM {m} WHERE workflow_id = {p}"
+        self.forget = f"DELETE FROM {w} WHERE id = {p}"
+
     def job_counts(self, db: peewee.Database, workflow_id: str) -> Dict[str, int]:
         """A workflow's jobs by state (its callbacks are not among them)."""
         return {str(state): int(n) for state, n in
@@ -77,6 +88,23 @@ class WorkflowStatements:
         if key not in self._cache:
             self._cache[key] = (f"UPDATE {JOBS_TABLE} SET state = '{HELD}' "
                                 f"WHERE id IN ({self._ids(n)}) AND state = '{PENDING}'")
+        return self._cache[key]
+
+    def rule_out_many(self, n: int) -> str:
+        """n held jobs end cancelled (the steps after a removed one). params: now,
+        now, *ids"""
+        key = ("rule_out", n)
+        if key not in self._cache:
+            self._cache[key] = (f"UPDATE {JOBS_TABLE} SET state = '{CANCELLED}', "
+                                f"finished_at = {self._p}, updated_at = {self._p} "
+                                f"WHERE id IN ({self._ids(n)}) AND state = '{HELD}'")
+        return self._cache[key]
+
+    def existing(self, n: int) -> str:
+        """Which of n jobs exist. params: *ids"""
+        key = ("existing", n)
+        if key not in self._cache:
+            self._cache[key] = f"SELECT id FROM {JOBS_TABLE} WHERE id IN ({self._ids(n)})"
         return self._cache[key]
 
     def insert_members(self, n: int) -> str:

@@ -66,3 +66,50 @@ def test_the_command_line_shows_chains_batches_and_a_jobs_workflow(db, db_url):
         f"{chain.chain_id} (step)" in shown
     assert "held" in shown
     own.close()
+
+
+def test_an_operator_cancels_what_is_left_of_a_chain_of_any_tenant(db):
+    queue = make_queue(db)
+    chain = queue.enqueue_chain([(Step("a"), to()), (Step("b"), to()), (Step("c"), to())])
+    lease = queue.claim(QUEUE)
+    admin = QueueAdmin(db)
+    assert admin.cancel_chain(chain.chain_id, dry_run=True) == 3
+    assert [jobs.state_of(db, i) for i in chain.job_ids] == ["leased", "held", "held"]
+    # the running step is asked to stop, the held ones end cancelled
+    assert admin.cancel_chain(chain.chain_id) == 3
+    assert [jobs.state_of(db, i) for i in chain.job_ids[1:]] == ["cancelled", "cancelled"]
+    assert queue.end_cancelled(lease)
+    assert admin.cancel_chain(chain.chain_id) == 0
+    assert admin.cancel_chain(chain.chain_id, dry_run=True) == 0
+    batch = queue.enqueue_batch([(Step("m"), to())])
+    assert admin.cancel_chain(batch.batch_id) == 0
+    assert jobs.state_of(db, batch.job_ids[0]) == "pending"
+
+
+def test_the_command_line_cancels_a_chain_with_a_dry_run_first(db, db_url):
+    from caravel_lite import open_database
+    own = open_database(db_url)
+    queue = make_queue(own)
+    chain = queue.enqueue_chain([(Step("a"), to()), (Step("b"), to())])
+    batch = queue.enqueue_batch([(Step("m"), to())])
+    ident = str(chain.chain_id)
+    assert f"{ident}: 2 step(s) would be cancelled" in _cli(
+        db_url, "cancel-chain", ident, "--dry-run")
+    assert [jobs.state_of(own, i) for i in chain.job_ids] == ["pending", "held"]
+    (data,) = [json.loads(line) for line in _cli(
+        db_url, "cancel-chain", ident, "--json").splitlines()]
+    assert data == {"chain_id": ident, "cancelled": 2, "dry_run": False}
+    assert [jobs.state_of(own, i) for i in chain.job_ids] == ["cancelled", "cancelled"]
+    # nothing left, a batch, an unknown id: said, and exit 1; not an id: exit 2
+    unknown = "00000000-0000-4000-8000-000000000000"
+    done = cli_procs.run("cancel-chain", ident, str(batch.batch_id), unknown,
+                         "--database", db_url, timeout=120)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert f"{ident} not cancelled (nothing left to cancel)" in done.stdout
+    assert f"{batch.batch_id} not cancelled (a batch, not a chain)" in done.stdout
+    assert f"{unknown} not cancelled (no such chain)" in done.stdout
+    assert "0 of 3 chain(s) cancelled" in done.stderr
+    assert jobs.state_of(own, batch.job_ids[0]) == "pending"
+    refused = cli_procs.run("cancel-chain", "nope", "--database", db_url, timeout=120)
+    assert refused.returncode == 2 and "not a chain id" in refused.stderr
+    own.close()
