@@ -47,7 +47,8 @@ class IdlePruning:
                  pruner: Optional[retention.Pruner] = None) -> None:
         self.queue = queue
         self.older_than = older_than
-        self._pruner = pruner if pruner is not None else retention.Pruner(queue.db)
+        self._pruner = pruner if pruner is not None \
+            else retention.Pruner(queue.db, clock=queue.clock)
         self._timer = timer
         self._next = 0.0  # monotonic time of the next step
         self._turn = 0  # where in the worker's queues the next step starts

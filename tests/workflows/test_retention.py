@@ -11,6 +11,7 @@ from typing import Any, List
 import pytest
 
 from caravel_lite import QueueAdmin
+from caravel_lite.clock import floor_ms, now_micros
 from caravel_lite.testing import ManualClock, drain
 from tests.workflows import jobs
 from tests.workflows.jobs import (QUEUE, TENANT, Flaky, Step, make_queue, state_of, to,
@@ -158,3 +159,23 @@ def test_two_operators_deleting_the_last_jobs_of_the_same_batches_at_once_leave_
     assert not errors, errors
     assert deleted == [150, 150]
     assert workflow_rows(db) == 0
+
+
+def test_the_workers_pruning_ends_a_removed_chain_by_the_queues_clock(db):
+    """The worker's idle pruning (prune=) ends the held steps of a chain whose step it
+    removed with the queue's clock, as QueueAdmin.prune does, not the system's."""
+    from caravel_lite.worker import retention as worker_retention
+
+    clock = ManualClock()
+    queue = make_queue(db, clock=clock)
+    jobs.FAILING.add("a")
+    chain = queue.enqueue_chain([(Flaky("a"), to()), (Flaky("b"), to())])
+    drain(queue, QUEUE)
+    clock.advance(timedelta(hours=2))
+    pruning = worker_retention.IdlePruning(queue, timedelta(hours=1))
+    assert pruning.step([QUEUE])
+    assert state_of(db, chain.job_ids[1]) == "cancelled"
+    (finished_at,) = db.execute_sql(
+        f"SELECT finished_at FROM caravel_jobs WHERE id = {db.param}",
+        (str(chain.job_ids[1]),)).fetchone()
+    assert finished_at == floor_ms(now_micros(clock))
