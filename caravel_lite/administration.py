@@ -16,13 +16,13 @@ import peewee
 from peewee import Case, fn
 
 from caravel_lite import validation
-from caravel_lite.admin import retention
 from caravel_lite.clock import Clock, floor_ms, from_ms, now_micros
 from caravel_lite.schema import bind_models
 from caravel_lite.values import (Failure, JobState, JobStatus, PeekedJob, Priority,
                                  QueueCounts)
 
 if TYPE_CHECKING:
+    from caravel_lite.admin.retention import Pruner
     from caravel_lite.observability import Telemetry
 
 # The final states a replay makes due again.
@@ -39,7 +39,17 @@ class Administration:
 
     def __init__(self) -> None:
         self._jobs, _ = bind_models(self.db)
-        self._pruner = retention.Pruner(self.db, clock=self.clock)
+        self._pruner_made: Optional[Pruner] = None
+
+    def _pruner(self) -> Pruner:
+        """The paced deleter of delete() and prune(), made on first use: importing
+        caravel_lite.admin (where retention lives) was about a fifth of the
+        package's import time, which a process that never deletes should not pay at its start."""
+        if self._pruner_made is None:
+            from caravel_lite.admin import retention
+
+            self._pruner_made = retention.Pruner(self.db, clock=self.clock)
+        return self._pruner_made
 
     def _now_ms(self) -> int:
         return floor_ms(now_micros(self.clock))
@@ -146,7 +156,7 @@ class Administration:
         validation.check_identity("tenant_id", tenant_id)
         p = self.db.param
         # Exact tenant and queue: the columns compare exactly, as everywhere.
-        return self._pruner.delete(ident, f"queue = {p} AND tenant_id = {p}",
+        return self._pruner().delete(ident, f"queue = {p} AND tenant_id = {p}",
                                    (queue, tenant_id))
 
     def prune(self, older_than: Union[timedelta, datetime],
@@ -158,6 +168,8 @@ class Administration:
         elsewhere; see :mod:`caravel_lite.admin.retention`).
         Nothing is ever pruned automatically. A pruned job's idempotency key is
         forgotten: the same key can then create a new job."""
+        from caravel_lite.admin import retention
+
         chosen = retention.check_states(states)
         cutoff = retention.cutoff_ms(older_than, now_micros(self.clock))
-        return self._pruner.prune(cutoff, chosen, queue)
+        return self._pruner().prune(cutoff, chosen, queue)

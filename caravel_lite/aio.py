@@ -27,8 +27,6 @@ COPY, exact row counts); a thread hop keeps one code path and one set of guarant
 """
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import threading
 import uuid
 from typing import (TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple,
@@ -42,7 +40,14 @@ from caravel_lite.errors import InvalidField
 from caravel_lite.values import Dispatch, EnqueueResult, JobStatus
 
 if TYPE_CHECKING:
+    import concurrent.futures
+
     from caravel_lite.outbox import StageResult
+
+# asyncio (with the ssl, socket and subprocess modules it brings) is imported when the
+# first async call of a queue or outbox makes its Offload, not at import: it was about
+# a seventh of caravel_lite's import time, paid at every start of the many processes
+# that never make an async call.
 
 __all__ = ["Offload", "AsyncQueueCalls", "AsyncOutboxCalls", "DEFAULT_THREADS"]
 
@@ -62,13 +67,19 @@ class Offload:
         self.db = db
         self.max_threads = validation.check_int("async_threads", max_threads, 1, MAX_THREADS)
         self.name = name
+        import asyncio
+        import concurrent.futures
+
+        # Resolved once here, for every later call.
+        self._new_future = concurrent.futures.Future
+        self._wrap_future = asyncio.wrap_future
         self._items: List[Tuple["concurrent.futures.Future[Any]", Callable[[], Any]]] = []
         self._ready = threading.Condition()
         self._threads: List[threading.Thread] = []
         self._closed = False
 
     def submit(self, call: Callable[[], T]) -> "concurrent.futures.Future[T]":
-        future: "concurrent.futures.Future[T]" = concurrent.futures.Future()
+        future: "concurrent.futures.Future[T]" = self._new_future()
         with self._ready:
             if self._closed:
                 raise RuntimeError("this offload is closed")
@@ -112,7 +123,7 @@ class Offload:
             thread.join()
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.wrap_future(self.submit(lambda: fn(*args)))
+        return await self._wrap_future(self.submit(lambda: fn(*args)))
 
 
 _create_lock = threading.Lock()
@@ -142,6 +153,8 @@ class _Offloading:
         with _create_lock:
             offload, self._aio_offload = self._aio_offload, None
         if offload is not None:
+            import asyncio  # a running event loop has imported it: a dictionary look-up
+
             await asyncio.get_running_loop().run_in_executor(None, offload.close)
 
 

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import peewee
-from playhouse.migrations import Runner
 
 from caravel_lite.dialect import dialect_of
 from caravel_lite.errors import SchemaLockTimeout, SchemaNotReady
 from caravel_lite.schema import HISTORY_TABLE
+
+if TYPE_CHECKING:
+    from playhouse.migrations import Runner
 
 
 def _package_directory(subpackage: str) -> str:
@@ -44,6 +46,11 @@ __all__ = ["migrate", "apply", "check_schema", "pending_migrations", "runner",
 
 def runner(db: peewee.Database, scripts: str = QUEUE_MIGRATIONS,
            history_table: str = HISTORY_TABLE) -> Runner:
+    # Imported here, not at import: playhouse.migrations brings argparse, pickle, bz2
+    # and playhouse's field and schema-change modules, which only a migration (or a
+    # schema check) uses.
+    from playhouse.migrations import Runner
+
     return Runner(db, directory=_package_directory(scripts), table_name=history_table)
 
 

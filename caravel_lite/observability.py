@@ -28,9 +28,28 @@ def _optional(module: str) -> Any:
         return None
 
 
-# OpenTelemetry is optional (extra "otel"); without it every call is a no-op.
-_otel_metrics: Any = _optional("opentelemetry.metrics")
-_otel_trace: Any = _optional("opentelemetry.trace")
+# OpenTelemetry is optional (extra "otel"); without it every call is a no-op. Its API
+# is found when the first Telemetry is built (by the first queue or worker), never at
+# import: where it is installed, a process that imports caravel_lite and builds no
+# queue would pay for importing it at every start. Until then these names are unbound;
+# read from outside the module they are loaded first (__getattr__).
+_otel_loaded = False
+_otel_metrics: Any
+_otel_trace: Any
+
+
+def _load_otel() -> None:
+    global _otel_loaded, _otel_metrics, _otel_trace
+    _otel_metrics = _optional("opentelemetry.metrics")
+    _otel_trace = _optional("opentelemetry.trace")
+    _otel_loaded = True
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("_otel_metrics", "_otel_trace") and not _otel_loaded:
+        _load_otel()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Telemetry:
@@ -41,6 +60,8 @@ class Telemetry:
     """
 
     def __init__(self, meter_provider: Any = None, tracer_provider: Any = None) -> None:
+        if not _otel_loaded:
+            _load_otel()
         self._counters: Dict[str, Any] = {}
         self._tracer = None
         if _otel_metrics is not None:

@@ -7,10 +7,8 @@ from __future__ import annotations
 import importlib
 import os
 from typing import Any, Dict, Optional, cast
-from urllib.parse import urlsplit, urlunsplit
 
 import peewee
-from playhouse import db_url
 
 from caravel_lite import pymysql_tls, sessions
 from caravel_lite.errors import CaravelError
@@ -62,7 +60,16 @@ _SQLITE_HINT = ("use sqlite:///PATH (three slashes; four for an absolute path: "
                 "sqlite:////var/lib/app/queue.db)")
 
 
+# urllib.parse and playhouse.db_url (with the SQLite extension modules it imports) are
+# imported by the functions that read a URL, not at import: together they were about a
+# tenth of caravel_lite's import time, paid at every start of a process that may never
+# open a database from a URL (one passing its own peewee.Database). These functions
+# run once per database opened, on no hot path.
+
+
 def _scheme(url: str) -> str:
+    from urllib.parse import urlsplit
+
     return urlsplit(url).scheme.split("+")[0]
 
 
@@ -70,6 +77,8 @@ def check_sqlite_url(url: str) -> None:
     """Refuse a SQLite URL that Peewee would misread: ``sqlite:relative.db`` (its parser
     drops the first character of the path) and ``sqlite://relative.db`` (the path read
     as a host)."""
+    from urllib.parse import urlsplit
+
     scheme, _, rest = url.partition(":")
     if not rest.startswith("//"):
         raise ValueError(f"{url!r} is not a SQLite URL Peewee reads as written; "
@@ -135,6 +144,8 @@ def open_database(url: str, **overrides: Any) -> peewee.Database:
     after a lock conflict (default 100, within 2 s: :class:`RetryPolicy`); 0 turns
     repeating off.
     """
+    from playhouse import db_url
+
     scheme = _scheme(url)
     if scheme.startswith("sqlite"):
         check_sqlite_url(url)
@@ -198,5 +209,7 @@ def literal_percent(db: peewee.Database) -> str:
 
 def with_database_name(url: str, name: str) -> str:
     """The same server URL pointing at another database (used by tests and tools)."""
+    from urllib.parse import urlsplit, urlunsplit
+
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))

@@ -18,7 +18,6 @@ dashboard's ``--show-payloads``).
 """
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import time
@@ -286,6 +285,10 @@ class Results:
         """:meth:`wait` without blocking the event loop: each look is an
         :meth:`aresult` on the queue's async threads, none held in between (looks at a
         backing-off interval, 20 ms to 250 ms)."""
+        # Not imported at caravel_lite's import (asyncio was about a seventh of its
+        # time); the running event loop has imported it: this is a dictionary look-up.
+        import asyncio
+
         limit = time.monotonic() + _seconds(timeout)
         delay = POLL_FIRST
         while True:

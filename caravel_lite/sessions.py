@@ -7,6 +7,7 @@ database it runs on (caravel_lite.dialect imports this module and re-exports its
 names)."""
 from __future__ import annotations
 
+import logging
 import secrets
 import sqlite3
 import threading
@@ -19,8 +20,12 @@ from caravel_lite.connections import (StatementTimedOut, discard_connection, fir
                                       known_dead, open_bounds, set_tcp_timeouts)
 from caravel_lite.errors import DatabaseBusy
 from caravel_lite.logfields import fields
-from caravel_lite.observability import logger
 from caravel_lite.retry import CallBudget, RetryPolicy, TransientCounter, call_budget
+
+# caravel_lite.observability's logger, by its name: importing that module from here
+# closed a cycle (observability -> tracing -> schema -> dialect -> this module) that
+# failed whenever one of them was the first caravel_lite module a program imported.
+logger = logging.getLogger("caravel_lite")
 
 __all__ = ["BusyRetry", "SharedMemory", "Reconnect", "reconnects", "private_memory",
            "busy_retry_class", "reconnect_class", "MEMORY_NAMES"]

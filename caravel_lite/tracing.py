@@ -53,8 +53,17 @@ def _optional(module: str) -> Any:
         return None
 
 
-_trace: Any = _optional("opentelemetry.trace")
-_w3c: Any = _optional("opentelemetry.trace.propagation.tracecontext")
+# The OpenTelemetry API, found on first use and never at import: where it is installed,
+# a process that imports caravel_lite and never enqueues (a cron job that only runs
+# jobs, a command that only reads) would pay for importing it at every start. Until
+# _load() ran these names are unbound; read from outside the module they are loaded
+# first (__getattr__).
+_loaded = False
+_trace: Any
+_w3c: Any
+_current_context: Any
+_span_key: Any
+_LOADED_NAMES = ("_trace", "_w3c", "_current_context", "_span_key")
 
 
 def _span_slot() -> Tuple[Any, Any]:
@@ -77,13 +86,28 @@ def _span_slot() -> Tuple[Any, Any]:
     return variable, _SPAN_KEY
 
 
-_current_context, _span_key = _span_slot() if _trace is not None else (None, None)
+def _load() -> None:
+    """Find the OpenTelemetry API (or its absence) once per process."""
+    global _loaded, _trace, _w3c, _current_context, _span_key
+    _trace = _optional("opentelemetry.trace")
+    _w3c = _optional("opentelemetry.trace.propagation.tracecontext")
+    _current_context, _span_key = _span_slot() if _trace is not None else (None, None)
+    _loaded = True
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LOADED_NAMES and not _loaded:
+        _load()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def capture() -> Optional[str]:
     """The current span's W3C context as stored text, or None when OpenTelemetry is
     absent or no valid span is current (then nothing is stored and the call costs a
     context lookup)."""
+    if not _loaded:
+        _load()
     if _trace is None:
         return None
     if _current_context is not None:
@@ -164,6 +188,8 @@ def _span_context(stored: str) -> Any:
 def relate(found: Optional[Origin]) -> Tuple[Any, List[Any]]:
     """(parent context, links) for starting the worker's span: the enqueuer as parent
     for a child, as a link otherwise; (None, []) for nothing usable."""
+    if not _loaded:
+        _load()
     if found is None or _trace is None or _w3c is None:
         return None, []
     context = _span_context(found.stored)

@@ -26,14 +26,13 @@ handler did and what the supervisor saw; the worker's loop then writes it. The r
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import enum
 import inspect
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Dict, Optional
 
 from caravel_lite import codec, effects, job_options, results, tracing
 from caravel_lite.logfields import lease_fields
@@ -43,7 +42,22 @@ from caravel_lite.values import Failure, QueueLease
 from caravel_lite.worker import timeouts
 from caravel_lite.worker.supervisor import CANCELLED, LEASE_LOST, TIMED_OUT, JobControl
 
+if TYPE_CHECKING:
+    import asyncio
+
 SPAN_NAME = "caravel.queue.process"
+
+# asyncio is bound here by the first async job (run_async runs on the worker's event
+# loop, which has imported it), not at import: it was about a seventh of caravel_lite's
+# import time, and a worker running only sync handlers never needs it.
+_asyncio_bound = False
+
+
+def _bind_asyncio() -> None:
+    global asyncio, _asyncio_bound
+    import asyncio
+
+    _asyncio_bound = True
 
 Scope = Callable[..., ContextManager[Any]]
 
@@ -236,6 +250,8 @@ class Runner:
         """Run an ``async def`` handler as a task of the worker's event loop. Nothing
         the handler raises escapes this task (a ``SystemExit`` escaping a task would
         stop the event loop, and every async job after it with it)."""
+        if not _asyncio_bound:
+            _bind_asyncio()
         control = execution.control
         with job_span(self.telemetry, execution) as span:
             try:

@@ -12,15 +12,22 @@ held up by a handler that ignores cancellation.
 """
 from __future__ import annotations
 
-import asyncio
 import queue as stdqueue
 import threading
-from typing import Any, Callable, Coroutine, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Dict, List, Optional
 
 from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 
+if TYPE_CHECKING:
+    import asyncio
+
 __all__ = ["Executor"]
+
+# asyncio is imported when the event loop starts (the first async job), not at import:
+# it was about a seventh of caravel_lite's import time, and a worker running only sync
+# handlers never needs it. Everything below that uses it runs on or after
+# that loop's start.
 
 
 class Executor:
@@ -70,6 +77,9 @@ class Executor:
         """The worker's event loop, started on first use."""
         with self._lock:
             if self._loop is None:
+                global asyncio
+                import asyncio
+
                 loop = asyncio.new_event_loop()
                 ready = threading.Event()
                 thread = threading.Thread(target=self._run_loop, args=(loop, ready),

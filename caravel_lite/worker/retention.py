@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-from caravel_lite.admin import retention
 from caravel_lite.clock import now_micros
 from caravel_lite.errors import InvalidField
 from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
 from caravel_lite.queue import DatabaseQueue
+
+if TYPE_CHECKING:
+    from caravel_lite.admin import retention
 
 BATCH = 100
 PAUSE = 60.0
@@ -45,6 +47,12 @@ class IdlePruning:
     def __init__(self, queue: DatabaseQueue, older_than: timedelta, *,
                  timer: retention.Timer = time.monotonic,
                  pruner: Optional[retention.Pruner] = None) -> None:
+        # Imported by the worker that prunes, not by every worker's import:
+        # caravel_lite.admin (where retention lives) was a fifth of caravel_lite's.
+        from caravel_lite.admin import retention
+
+        self._cutoff_ms = retention.cutoff_ms
+        self._finished = retention.FINISHED
         self.queue = queue
         self.older_than = older_than
         self._pruner = pruner if pruner is not None \
@@ -59,10 +67,10 @@ class IdlePruning:
         waits for work during the pause the batch asked for, and comes back)."""
         if self._timer() < self._next:
             return False
-        cutoff = retention.cutoff_ms(self.older_than, now_micros(self.queue.clock))
+        cutoff = self._cutoff_ms(self.older_than, now_micros(self.queue.clock))
         for offset in range(len(queue_names)):
             turn = (self._turn + offset) % len(queue_names)
-            deleted = self._pruner.prune(cutoff, retention.FINISHED, queue_names[turn],
+            deleted = self._pruner.prune(cutoff, self._finished, queue_names[turn],
                                          BATCH, max_batches=1)
             if deleted:
                 self._turn = turn + 1

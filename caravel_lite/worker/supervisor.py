@@ -16,7 +16,6 @@ come from the queue's clock; the threads' own waits use real time.
 """
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from datetime import datetime, timedelta
@@ -27,6 +26,8 @@ from caravel_lite.progress import ProgressReport
 from caravel_lite.values import JobContext, QueueLease
 
 if TYPE_CHECKING:
+    import asyncio  # annotations only: the worker imports it with its first async job
+
     from caravel_lite.queue import DatabaseQueue
 
 # Reasons a job was told to stop (also the span outcomes of such jobs).

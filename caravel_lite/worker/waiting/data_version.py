@@ -5,7 +5,6 @@ import os
 import sqlite3
 import time
 from typing import Any, Optional, Sequence, Union
-from urllib.parse import quote
 
 from caravel_lite.logfields import fields
 from caravel_lite.observability import logger
@@ -35,6 +34,10 @@ class DataVersionWaiter(Waiter):
         params.pop("isolation_level", None)
         path = db.database
         if not params.get("uri"):
+            # Imported here (once per connection the waiter opens), not at import:
+            # urllib.parse brings ipaddress, a noticeable part of a worker's import.
+            from urllib.parse import quote
+
             # Read-write, never create: a waiter must not make a database file appear.
             path = "file:" + quote(os.path.abspath(path)) + "?mode=rw"
             params["uri"] = True
