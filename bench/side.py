@@ -27,7 +27,7 @@ from bench.timing import Sample, timed_each
 MARK = "BENCH-SIDE "
 BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from bench import side; side.child_main()"
 CALLS = ("enqueue", "enqueue-key", "claim")  # served in chunks (:class:`Server`)
-STEPS = ("identity", "fill", "default", "run-once") + CALLS
+STEPS = ("identity", "fill", "analyze", "default", "run-once") + CALLS
 
 
 def _command(harness: str, root: str, step: str, target: Optional[Target], jobs: int,
@@ -236,6 +236,9 @@ def _measure(step: str, peer: Any, n: int, budget: float,
     if step == "fill":
         peer.prefill(n)
         return None
+    if step == "analyze":
+        peer.analyze()
+        return None
     if step == "default":
         return _default_drain(peer, n, budget)
     return _run_once_loop(peer, n, budget)
@@ -251,7 +254,7 @@ def child_main() -> None:
         step, n, budget = request["step"], request["jobs"], request["budget"]
         if request["target"] is not None:
             peer, answer["applied"] = _peer(Target(**request["target"]),
-                                            install=step not in ("default", "run-once"))
+                                            install=step not in ("analyze", "default", "run-once"))
             try:
                 answer["migrations"] = _migrations_directory(peer.db, root)
                 sample = (_measure(step, peer, n, budget, dict(answer))

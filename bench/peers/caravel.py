@@ -135,13 +135,19 @@ class CaravelPeer(Peer):
                 "'{\"n\":0,\"sent\":0.0}', 2, 1000 + n, 3, 'completed', 1000 + n, 1, 0, 0, "
                 f"1000 + n, 1000 + n, 1000 + n FROM {series.series(kind, last, done + 1)}")
             done = last
+        self.analyze()
+        return done
+
+    def analyze(self) -> None:
+        """Refresh the planner's statistics of the jobs table (autovacuum's job on
+        PostgreSQL, InnoDB's own on MariaDB; nothing does it on SQLite)."""
+        kind = self.target.kind
         if kind == "postgres":
             self.db.execute_sql("ANALYZE caravel_jobs")
         elif kind == "mysql":
             self.db.execute_sql("ANALYZE TABLE caravel_jobs")
         else:
             self.db.execute_sql("ANALYZE")
-        return done
 
     def drain(self) -> int:
         done = 0
