@@ -4,7 +4,6 @@ instead of changing it. Exit 1 when some of the jobs could not be acted on."""
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any, Callable, Dict, Sequence
 
 from caravel_lite.admin import QueueAdmin
@@ -53,9 +52,4 @@ def on_ids(args: argparse.Namespace, admin: QueueAdmin, verb: str,
         else:
             reason = "no such job" if job is None else f"{state}: {why_not}"
             print(f"{ident} not {verb} ({reason})")
-    tail = " (dry run: nothing changed)" if args.dry_run else ""
-    sys.stderr.write(f"{done} of {len(ids)} job(s) {'would be ' if args.dry_run else ''}"
-                     f"{verb}{tail}\n")
-    if done < len(ids):
-        raise common.CommandFailed(f"{len(ids) - done} of {len(ids)} job(s) not {verb}")
-    return common.OK
+    return operating.acted_on(done, len(ids), "job", verb, args.dry_run)

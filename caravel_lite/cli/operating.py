@@ -33,6 +33,18 @@ _UNITS = {"ms": timedelta(milliseconds=1), "s": timedelta(seconds=1),
 MAX_DURATION = timedelta(days=36500)
 
 
+def acted_on(done: int, total: int, noun: str, verb: str, dry_run: bool) -> int:
+    """The closing line of a command acting on ids one by one ("3 of 4 job(s)
+    cancelled", on stderr), and its exit: OK when every id was acted on, else
+    :class:`~caravel_lite.cli.common.CommandFailed` (exit 1)."""
+    would = "would be " if dry_run else ""
+    tail = " (dry run: nothing changed)" if dry_run else ""
+    sys.stderr.write(f"{done} of {total} {noun}(s) {would}{verb}{tail}\n")
+    if done < total:
+        raise common.CommandFailed(f"{total - done} of {total} {noun}(s) not {verb}")
+    return common.OK
+
+
 def duration(text: str) -> timedelta:
     """``90s``, ``15m``, ``1h``, ``7d``, ``2w``, at most 36500d (argparse type: argparse
     names the flag in its refusal, exit 2)."""

@@ -12,7 +12,6 @@ nothing. Exit 1 when a chain had nothing left to cancel or is unknown."""
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import List
 
 from caravel_lite.cli import common, operating
@@ -68,12 +67,7 @@ def cancel_chains(args: argparse.Namespace) -> int:
                 reason = ("no such chain" if found is None else
                           "a batch, not a chain" if not chain else "nothing left to cancel")
                 print(f"{ident} not cancelled ({reason})")
-    tail = " (dry run: nothing changed)" if args.dry_run else ""
-    sys.stderr.write(f"{done} of {len(ids)} chain(s) {'would be ' if args.dry_run else ''}"
-                     f"cancelled{tail}\n")
-    if done < len(ids):
-        raise common.CommandFailed(f"{len(ids) - done} of {len(ids)} chain(s) not cancelled")
-    return common.OK
+    return operating.acted_on(done, len(ids), "chain", "cancelled", args.dry_run)
 
 
 def _states(counts: "dict[str, int]") -> str:
