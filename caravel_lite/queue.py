@@ -111,7 +111,7 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancell
             getattr(db, "repeats_own_statements", False))
         self._sql = Statements.build(db, CANDIDATES)
         self._batch = BatchStatements(db, self.dialect.claim_lock,
-                                      self.dialect.picked_ids)
+                                      self.dialect.picked_ids, self.dialect.listed)
         self._claimer = Claimer(db, self.dialect, self._sql, self._batch, self.telemetry)
         self._flow = FlowPolicy(self.registry, self.options)
         self._claimer.before_sweep = ExpiredMembers(db, self.dialect,

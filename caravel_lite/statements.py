@@ -157,10 +157,12 @@ class BatchStatements:
     use per count and kept, so each distinct size is formatted once per queue."""
 
     def __init__(self, db: peewee.Database, claim_lock: Optional[str],
-                 picked_ids: str = "id IN (SELECT id FROM picked)") -> None:
+                 picked_ids: str = "id IN (SELECT id FROM picked)",
+                 listed: str = "{column} IN ({marks})") -> None:
         self._p = db.param
         self._lock = claim_lock
         self._picked_ids = picked_ids  # Dialect.picked_ids
+        self._listed = listed  # Dialect.listed
         self._cache: Dict[Tuple[str, int], str] = {}
 
     def _get(self, kind: str, n: int) -> str:
@@ -210,6 +212,11 @@ class BatchStatements:
 
     def _ids(self, n: int) -> str:
         return ", ".join([self._p] * n)
+
+    def _in(self, n: int, column: str = "id") -> str:
+        """``column`` among n listed values (params: the n values), as the dialect
+        keeps it on its index (:attr:`Dialect.listed`)."""
+        return self._listed.format(column=column, marks=self._ids(n))
 
     def _case(self, n: int) -> str:
         # A per-row value: CASE id WHEN <id> THEN <value> ... END (params: id, value pairs).
@@ -275,13 +282,13 @@ class BatchStatements:
         return (
             f"UPDATE {t} SET state = '{LEASED}', attempts = attempts + 1, "
             f"lease_token = {p}, lease_expires_at = {p}, claimed_at = {p}, updated_at = {p} "
-            f"WHERE id IN ({self._ids(n)}) AND state = '{PENDING}' "
+            f"WHERE {self._in(n)} AND state = '{PENDING}' "
             f"AND attempts < max_attempts AND available_at <= {p} "
             f"AND attempts = {self._case(n)}")
 
     def _taken_ids(self, n: int) -> str:
         # Params: *ids, token.
-        return (f"SELECT id FROM {JOBS_TABLE} WHERE id IN ({self._ids(n)}) "
+        return (f"SELECT id FROM {JOBS_TABLE} WHERE {self._in(n)} "
                 f"AND lease_token = {self._p}")
 
     def _complete_many(self, n: int) -> str:
@@ -294,7 +301,7 @@ class BatchStatements:
         return (
             f"UPDATE {t} SET state = '{COMPLETED}', lease_token = NULL, "
             f"lease_expires_at = NULL, last_failure = NULL, finished_at = {p}, "
-            f"updated_at = {p} WHERE id IN ({self._ids(n)}) "
+            f"updated_at = {p} WHERE {self._in(n)} "
             f"AND CASE WHEN state = '{LEASED}' THEN 1 ELSE 0 END = 1 "
             f"AND lease_expires_at > {p} AND lease_token = {self._case(n)}")
 
@@ -314,13 +321,13 @@ class BatchStatements:
 
     def _existing_by_dedup(self, n: int) -> str:
         return (f"SELECT id, dedup_key, wire_name, payload FROM {JOBS_TABLE} "
-                f"WHERE dedup_key IN ({self._ids(n)})")
+                f"WHERE {self._in(n, 'dedup_key')}")
 
     def _existing_ids(self, n: int) -> str:
-        return f"SELECT id FROM {JOBS_TABLE} WHERE id IN ({self._ids(n)})"
+        return f"SELECT id FROM {JOBS_TABLE} WHERE {self._in(n)}"
 
     def _completed_at(self, n: int) -> str:
         # Which of n jobs a completion written at now_ms left COMPLETED, with the claim
         # each was last leased by (a lost reply's read-back). Params: *ids, now_ms.
-        return (f"SELECT id, claimed_at, attempts FROM {JOBS_TABLE} WHERE id IN ({self._ids(n)}) "
+        return (f"SELECT id, claimed_at, attempts FROM {JOBS_TABLE} WHERE {self._in(n)} "
                 f"AND state = '{COMPLETED}' AND lease_token IS NULL AND updated_at = {self._p}")

@@ -24,7 +24,7 @@ _row = enqueue._row
 def _rebuild(queue: DatabaseQueue) -> None:
     queue._sql = statements.Statements.build(queue.db, CANDIDATES)
     queue._batch = statements.BatchStatements(queue.db, queue.dialect.claim_lock,
-                                               queue.dialect.picked_ids)
+                                               queue.dialect.picked_ids, queue.dialect.listed)
     queue._claimer = Claimer(queue.db, queue.dialect, queue._sql, queue._batch,
                              queue.telemetry)
 
