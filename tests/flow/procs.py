@@ -68,17 +68,23 @@ def work(url: str, concurrency: int, stop_file: str) -> None:
 
 
 # The killed holders' lease: long enough that both are killed before it runs out on a
-# loaded machine (spawning a process can take a second or two there).
+# loaded machine. It starts at their claims, which wait until both processes are up
+# (spawning a process can take a second or two there).
 HOLD_LEASE = timedelta(seconds=5)
 
 
-def hold_one(url: str, ready_file: str) -> None:
-    """Claim one job of the key and hold it without renewing (killed by the test)."""
+def hold_one(url: str, started_file: str, go_file: str) -> None:
+    """Once ``go_file`` exists, claim one job of the key and hold it without renewing
+    (killed by the test). Claims again while a claim comes back empty: two holders
+    that choose the same job both take a slot for it, and the one that loses the job
+    hands its slot back and gets nothing."""
     db = open_database(url)
     queue = make_queue(db, flow_registry(), lease_duration=HOLD_LEASE)
-    lease = queue.claim(QUEUE)
-    with open(ready_file, "w") as out:
-        out.write(str(lease.job_id) if lease else "")
+    open(started_file, "w").close()
+    while not os.path.exists(go_file):
+        time.sleep(0.01)
+    while queue.claim(QUEUE) is None:
+        time.sleep(0.01)
     time.sleep(600)
 
 
