@@ -94,7 +94,8 @@ class GroupClaimer:
         limits), under ``token``; expired leases of the queue are swept first. The jobs
         chosen are leased together by one UPDATE fenced on each row's observed state,
         as the portable claim's; a slot taken for a job lost to another claimer is
-        handed back. A lost reply is recovered by each step as the ordinary claim's:
+        handed back; ``contended`` when every chosen job was lost that way. A lost
+        reply is recovered by each step as the ordinary claim's:
         the slot's holder and token, the rows holding the lease token, are read back."""
         token = token or secrets.token_hex(16)
         self.claimer.sweep(queue_name, now_ms)
@@ -136,8 +137,11 @@ class GroupClaimer:
                 not chosen or next(self._claims) % UNGROUPED_EVERY == 0):
             chosen += self._ungrouped(queue_name, limit - len(chosen), token, now_ms,
                                       expires_ms)
-        return ClaimBatch(tuple(self._lease(queue_name, chosen, now_us, now_ms, expires_ms,
-                                            token)), False, self._held.pop(queue_name, False))
+        leases = tuple(self._lease(queue_name, chosen, now_us, now_ms, expires_ms, token))
+        # Chose jobs and lost every one to another claimer between the read and the
+        # fenced UPDATE: due jobs may remain, so the caller may claim again at once.
+        return ClaimBatch(leases, bool(chosen) and not leases,
+                          self._held.pop(queue_name, False))
 
     def _ungrouped(self, queue_name: str, limit: int, token: str, now_ms: int,
                    expires_ms: int) -> List[Chosen]:

@@ -172,8 +172,9 @@ class DatabaseQueue(Enqueuing, Administration, AsyncQueueCalls, Results, Cancell
                     token: Optional[str] = None) -> ClaimBatch:
         """:meth:`claim_many` that also says whether an empty answer means an empty
         queue: ``contended`` is True when due jobs existed but another claimer took
-        every one first (possible only on the portable path of servers without SKIP
-        LOCKED); a caller may then claim again at once rather than wait. A lost reply
+        every one first (on the portable path of servers without SKIP LOCKED, and in
+        a queue with flow control, whose jobs are chosen before they are leased); a
+        caller may then claim again at once rather than wait. A lost reply
         is recovered as :meth:`claim`'s.
 
         ``token`` (from :func:`new_claim_token`): the lease token to claim under,

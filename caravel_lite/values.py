@@ -172,8 +172,9 @@ class ClaimBatch:
     """What one claim got: ``leases``, best first, and whether it lost every race.
 
     ``contended`` is True when due jobs were there but another claimer took every one
-    of them first (only the portable claim path, on servers without SKIP LOCKED, can
-    lose a race that way); an empty batch with ``contended`` False means nothing was
+    of them first (the claims that choose jobs before leasing them can lose a race
+    that way: the portable path, on servers without SKIP LOCKED, and the claim of a
+    queue with flow control); an empty batch with ``contended`` False means nothing was
     free to claim. A worker that sees ``contended`` may claim again at once instead of
     waiting for its poll interval.
     """

@@ -149,3 +149,29 @@ def test_a_job_last_written_by_a_later_clock_keeps_the_slot_its_claim_took(db):
     qa._groups.slots.take_all = take_then_b_claims
     assert qa.claim(QUEUE).job_id == first
     assert between == [None]
+
+
+def test_a_claim_that_loses_its_only_chosen_job_says_contended_and_hands_its_slot_back(db):
+    """A queue with flow control chooses its jobs (and takes their slots) before the
+    fenced UPDATE leases them; when another claimer leases every chosen job in
+    between, the answer is empty and ``contended``, so the worker claims again at
+    once instead of waiting a poll interval with due jobs left."""
+    queue = make_queue(db, registry(concurrency_limit=1))
+    first = queue.enqueue(Export(1), to("t", key="customer-1")).job_id
+    second = queue.enqueue(Export(2), to("t", key="customer-1")).job_id
+    slots = queue._groups.slots
+    take_all = slots.take_all
+
+    def taken_then_stolen(*args, **kwargs):
+        taken = take_all(*args, **kwargs)
+        db.execute_sql(f"UPDATE caravel_jobs SET state = 'leased', attempts = attempts + 1, "
+                       f"lease_token = 'other', lease_expires_at = {db.param} "
+                       f"WHERE id = {db.param}", (queue._now_ms() + 60_000, str(first)))
+        slots.take_all = take_all  # only the first pick is stolen
+        return taken
+
+    slots.take_all = taken_then_stolen
+    batch = queue.claim_batch(QUEUE, 1)
+    assert batch.leases == () and batch.contended
+    # its slot was handed back (the stolen lease took none): the key's one slot is free
+    assert queue.claim(QUEUE).job_id == second
