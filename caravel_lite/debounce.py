@@ -48,6 +48,21 @@ def refuse_debounced(envelopes: Sequence[Envelope], where: str) -> None:
                            f"job with queue.enqueue")
 
 
+class _Unsettled:
+    """What a call's COMMITs whose reply was lost may have written: the holder it
+    rewrote (and the token the holder carried before), and whether it inserted its own
+    job. A new call starts with nothing."""
+
+    __slots__ = ("rewritten", "inserted")
+
+    def __init__(self) -> None:
+        self.rewritten: Optional[Tuple[str, Optional[str]]] = None
+        self.inserted = False
+
+
+_GONE = object()  # a holder deleted since (an operator's delete, a prune)
+
+
 class Debouncer:
     """The debounced enqueue of one queue's database."""
 
@@ -59,11 +74,15 @@ class Debouncer:
         self.dialect = dialect
         self._insert = insert  # (envelope, id, now_ms) -> the plain enqueue's INSERT
         unstarted = f"dedup_key = {p} AND state = '{_PENDING}' AND attempts = 0"
-        # params: wire_name, payload, options, priority, max_attempts, due, now, key
+        # The holder and the call that last wrote it, locked until the transaction ends:
+        # a claim cannot take it between this read and the rewrite.
+        lock = f" {dialect.row_lock}" if dialect.row_lock else ""
+        self._holder = f"SELECT id, idempotency_key FROM {t} WHERE {unstarted}{lock}"
+        # params: wire_name, payload, options, priority, max_attempts, due, token, now, id
         self._rewrite = (f"UPDATE {t} SET wire_name = {p}, payload = {p}, job_options = {p}, "
                          f"priority = {p}, max_attempts = {p}, available_at = {p}, "
-                         f"updated_at = {p} WHERE {unstarted}")
-        self._holder = f"SELECT id FROM {t} WHERE {unstarted}"
+                         f"idempotency_key = {p}, updated_at = {p} WHERE id = {p}")
+        self._written_by = f"SELECT idempotency_key FROM {t} WHERE id = {p}"
         # A holder that started keeps its run; only the key is taken from it.
         # params: now, key
         self._retire = (f"UPDATE {t} SET dedup_key = NULL, updated_at = {p} "
@@ -73,31 +92,44 @@ class Debouncer:
         """Rewrite the key's unstarted holder, or insert ``job_id``; the answer names
         the job that now carries the call (``already_enqueued``: an existing one).
 
-        A lost reply is recovered by doing it again: a rewrite is the same rewrite
-        (the window restarts from the repeat), and an insert whose commit was lost
-        either stands (then the repeat rewrites it) or is written again."""
+        ``job_id`` is also the call's token, written on every row the call writes. A
+        lost reply is recovered by doing it again in view of what the lost COMMIT may
+        have written (:meth:`_settled`): a write of this call's that landed, or a
+        holder a later call rewrote since, is the answer; otherwise nothing landed and
+        the repeat writes."""
         assert envelope.dedup_key is not None
         key = envelope.dedup_key
+        own = str(job_id)
         rewrite = (envelope.wire_name, envelope.payload, envelope.options,
                    int(envelope.priority), envelope.max_attempts, envelope.available_at_ms,
-                   now_ms, key)
+                   own, now_ms)
+        new_row = envelope._replace(idempotency_key=own)
+        unsettled = _Unsettled()
 
         def once() -> Optional[EnqueueResult]:
             try:
                 with self.dialect.write_transaction(self.db):
-                    self.db.execute_sql(self._rewrite, rewrite)
-                    # Read rather than trust the row count: MariaDB counts a row the
-                    # rewrite left as it was (the same call twice in a millisecond)
-                    # as unchanged.
-                    row = self.db.execute_sql(self._holder, (key,)).fetchone()
-                    if row is not None:
-                        return EnqueueResult(uuid.UUID(str(row[0])), True)
-                    self.db.execute_sql(self._retire, (now_ms, key))
-                    sql, params = self._insert(envelope, job_id, now_ms)
-                    self.db.execute_sql(sql, params)
+                    holder = self.db.execute_sql(self._holder, (key,)).fetchone()
+                    settled = self._settled(holder, own, unsettled)
+                    if settled is not None:
+                        return settled
+                    if holder is not None:
+                        holder_id = str(holder[0])
+                        self.db.execute_sql(self._rewrite, rewrite + (holder_id,))
+                        # Recorded before the COMMIT: its reply may be what is lost.
+                        unsettled.rewritten = (holder_id, holder[1])
+                        result = EnqueueResult(uuid.UUID(holder_id), True)
+                    else:
+                        self.db.execute_sql(self._retire, (now_ms, key))
+                        sql, params = self._insert(new_row, job_id, now_ms)
+                        self.db.execute_sql(sql, params)
+                        unsettled.rewritten, unsettled.inserted = None, True
+                        result = EnqueueResult(job_id, False)
             except peewee.IntegrityError:
-                return None  # another writer's holder got in first: rewrite it
-            return EnqueueResult(job_id, False)
+                # Another writer's holder got in first (rewrite it), or this call's own
+                # lost INSERT committed after all (the next round finds it).
+                return None
+            return result
 
         for _ in range(ATTEMPTS):
             result = recovering(self.dialect, self.db, once, once)
@@ -105,3 +137,34 @@ class Debouncer:
                 return result
         raise peewee.IntegrityError(f"debounce key kept changing hands over {ATTEMPTS} "
                                     f"attempts")
+
+    def _settled(self, holder: Optional[Tuple[Any, ...]], own: str,
+                 unsettled: _Unsettled) -> Optional[EnqueueResult]:
+        """The call's answer when it needs no write (read in the transaction, after the
+        holder's lock), else None. Only a call whose COMMIT reply was lost reads more
+        than the holder.
+
+        A lost rewrite's holder carrying another token than it had before was written
+        since the lost attempt began: by this call (the COMMIT landed), or by a later
+        call after it (that call's payload is then the last one, landed or not). Either
+        way the holder carries this call, started or not; so it does when it was
+        deleted since (nothing is run twice for a row nobody can read any more). Still
+        the token it had: the lost COMMIT rolled back, and the call writes again."""
+        if holder is not None:
+            if str(holder[0]) == own:
+                return EnqueueResult(uuid.UUID(own), False)  # its own insert landed
+            if holder[1] == own:
+                return EnqueueResult(uuid.UUID(str(holder[0])), True)  # its rewrite did
+        if unsettled.rewritten is not None:
+            target, before = unsettled.rewritten
+            if holder is not None and str(holder[0]) == target:
+                now: object = holder[1]
+            else:  # started since: the last writer is still on the row
+                row = self.db.execute_sql(self._written_by, (target,)).fetchone()
+                now = _GONE if row is None else row[0]
+            if now != before:
+                return EnqueueResult(uuid.UUID(target), True)
+        if unsettled.inserted and \
+                self.db.execute_sql(self._written_by, (own,)).fetchone() is not None:
+            return EnqueueResult(uuid.UUID(own), False)  # landed, started since
+        return None
