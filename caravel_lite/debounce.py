@@ -7,13 +7,39 @@ started (leased, retried, finished), the next enqueue makes a new debounced job.
 
 One pending holder per key is the unique dedup index's doing: a debounced job stores
 the digest of (queue, tenant, K, "debounce") as its dedup key. An enqueue, in one
-transaction, first rewrites the holder (an UPDATE fenced on ``state = 'pending' AND
-attempts = 0``); when none matched, it takes the key away from a holder that started
-(so the index lets a new one in) and inserts a new job. Two processes enqueueing at
-once: one INSERT wins, the other meets the unique index, rolls its transaction back and
+transaction, reads and locks the holder (``state = 'pending' AND attempts = 0``) and
+rewrites it; when there is none, it takes the key away from a holder that started (so
+the index lets a new one in) and inserts a new job. Two processes enqueueing at once:
+one INSERT wins, the other meets the unique index, rolls its transaction back and
 starts again, now rewriting the winner. A claim never runs a payload older than the one
 it leased: every rewrite also moves the due time past now, and every claim re-checks
 ``available_at <= now`` on the row it takes.
+
+Nothing is run twice because a reply was lost. Each call chooses its job id before
+anything is sent, as a plain enqueue does, and writes it as its token on the row it
+writes, inserted or rewritten, in the ``idempotency_key`` column (which a debounced job
+has no other use for: ``debounce`` excludes ``idempotency_key``; so a debounced job's
+idempotency key, as listings show it, is the id of the call that last wrote it). When
+the reply of the COMMIT is lost, the call's recovery looks before it writes again: the
+holder under its own id or carrying its token is its answer (its write landed); a
+holder it rewrote that now carries another token than it had then was written since,
+by this call or by a later one (whose payload, the last, runs), so it carries the call
+whether it started or not; only the token it had then means the COMMIT rolled back,
+and the call writes again (into a new job when that holder started meanwhile). A
+COMMIT that reaches the server after the recovery began keeps what it wrote locked
+until then (the holder it rewrote, the key it inserted), so the recovery waits for it
+and then finds its write.
+
+A caller's own retry (the call raised, and the caller calls again with the same
+arguments) is a new call, with a new token: the library cannot tell it from one. While
+the holder is pending it merges into it, as any call does; once the holder started it
+makes a new job, as any call after a start does: debouncing promises a run after the
+last call, and the started run began before this one. What a call that raised wrote
+is unknown only where the library's recovery could not finish (the connection still
+down when the call's retry budget ran out, a ``bounded`` block cutting it short) or
+does not apply (inside the caller's transaction, which is the caller's to learn
+about): a caller that wants at most one run for the call does not retry then, one that
+wants at least one retries.
 """
 from __future__ import annotations
 
