@@ -71,6 +71,11 @@ class Dialect:
     payload_type: str
     # UPDATE ... RETURNING is available (SQLite 3.35+, PostgreSQL; not MariaDB/MySQL).
     update_returning: bool = False
+    # The clause that locks the rows a read returns until its transaction ends, so that
+    # what was read is what a later statement of the transaction writes ("" where a
+    # write transaction already excludes every other writer: SQLite's BEGIN
+    # IMMEDIATE). Every supported server has it, also those without SKIP LOCKED.
+    row_lock: str = "FOR UPDATE"
     # The row-lock clause a claim's read of candidates takes ("" where the claim
     # already runs alone: SQLite has one writer at a time), or None where the claim
     # must take the portable read-then-fenced-UPDATE path (MariaDB before 10.6, MySQL
@@ -289,7 +294,7 @@ class Dialect:
 
 
 SQLITE = Dialect("sqlite", immediate_writes=True, in_process=True, exact_collation=None, payload_type="TEXT",
-                 change_signal="data_version", update_returning=True, claim_lock="",
+                 change_signal="data_version", update_returning=True, claim_lock="", row_lock="",
                  partial_indexes=True, without_rowid=True, index_hint="INDEXED BY {index}",
                  prune_pacing=PrunePacing(batch=100, share=1.0, margin=0.002),
                  errors=SqliteErrors())

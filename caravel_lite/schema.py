@@ -59,6 +59,8 @@ def _envelope_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
         "id": peewee.CharField(max_length=36, primary_key=True),
         "queue": exact_text(dialect, 64),
         "tenant_id": exact_text(dialect, 128),
+        # The caller's key; a debounced job's holds the id of the enqueue call that
+        # last wrote it instead (caravel_lite.debounce: a lost reply's recovery).
         "idempotency_key": exact_text(dialect, 128, null=True),
         # sha256 of (queue, tenant, key); NULL without a key. Its unique index, which
         # settles races, is declared with each table's indexes (job_indexes(),

@@ -84,6 +84,8 @@ class FailureRecord:
 class JobDetail(JobSummary):
     """A job's envelope and its failure history (oldest first, the last 20 kept)."""
 
+    # A debounced job's: the id of the enqueue call that last wrote it
+    # (caravel_lite.debounce).
     idempotency_key: Optional[str] = None
     updated_at: Optional[datetime] = None
     renewals: int = 0
