@@ -5,9 +5,10 @@ Parent side: ``install`` (schema in a fresh database), ``enqueue_one``/``enqueue
 ``enqueue_stamped``, ``enqueue_batch_stamped``/``enqueue_chain_stamped``. Worker-process
 side: ``drain`` (the first round's fastest loop, until empty), ``drain_default`` (the
 library's worker with no tuning at all until ``expected`` jobs ran), ``drain_sleep``
-(the worker at a given concurrency over sleeping jobs), and ``serve`` (a worker with the library's default settings until ``stop`` is
-set; handlers call ``bench.probe.hit``). Each drain returns how many jobs ran and sets
-``last_done`` to when the last handler finished.
+(the worker at a given concurrency over sleeping jobs), and ``serve`` (a worker with
+the library's default settings until ``stop`` is set; handlers call
+``bench.probe.hit``). Each drain returns how many jobs ran and sets ``last_done`` to
+when the last handler finished.
 A method a peer cannot honestly provide raises :class:`NotApplicable` with the reason,
 which the table prints instead of a number.
 """
