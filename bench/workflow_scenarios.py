@@ -23,9 +23,9 @@ BATCH_JOBS = 1_000   # the issue's sizes, the same in --quick runs
 CHAIN_STEPS = 100
 
 
-def _timed(method: str, n: int, jobs: int, what: str) -> Callable[[Peer, Settings], Sample]:
+def _timed(method: str, n: int, jobs: int) -> Callable[[Peer, Settings], Sample]:
     def run(peer: Peer, s: Settings) -> Sample:
-        needs(peer, method, f"n/a: no {what}")
+        needs(peer, method, "not implemented")
         with serving(type(peer), peer.target) as served:
             peer.enqueue_stamped()
             served.next_latency(s.timeout)  # warm-up: the worker is consuming
@@ -43,10 +43,10 @@ def cases() -> List[Case]:
     return [
         Case("batch1000", "batch", f"batch of {BATCH_JOBS:,} jobs + on_complete, default "
              f"worker (s to callback)",
-             _timed("enqueue_batch_stamped", BATCH_JOBS, BATCH_JOBS + 1, "batch"),
+             _timed("enqueue_batch_stamped", BATCH_JOBS, BATCH_JOBS + 1),
              unit="s", one_round=True),
         Case("chain100", "chain", f"chain of {CHAIN_STEPS} steps, default worker "
              f"(s to last step)",
-             _timed("enqueue_chain_stamped", CHAIN_STEPS, CHAIN_STEPS, "chain"),
+             _timed("enqueue_chain_stamped", CHAIN_STEPS, CHAIN_STEPS),
              unit="s", one_round=True),
     ]
