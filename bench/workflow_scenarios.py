@@ -25,7 +25,7 @@ CHAIN_STEPS = 100
 
 def _timed(method: str, n: int, jobs: int) -> Callable[[Peer, Settings], Sample]:
     def run(peer: Peer, s: Settings) -> Sample:
-        needs(peer, method, "not implemented")
+        needs(peer, method, "not measured")
         with serving(type(peer), peer.target) as served:
             peer.enqueue_stamped()
             served.next_latency(s.timeout)  # warm-up: the worker is consuming

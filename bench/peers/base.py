@@ -84,11 +84,11 @@ class Peer:
     def enqueue_batch_stamped(self, n: int, sent: float) -> None:
         """Enqueue n no-op jobs as one batch whose on_complete callback carries ``sent``
         for its handler to report (bench.workflow_scenarios)."""
-        raise NotApplicable("not implemented")
+        raise NotApplicable("not measured")
 
     def enqueue_chain_stamped(self, n: int, sent: float) -> None:
         """Enqueue a chain of n no-op steps, the last carrying ``sent``."""
-        raise NotApplicable("not implemented")
+        raise NotApplicable("not measured")
 
     # -- history (scenario 5) --------------------------------------------------------
     def add_history(self, n: int, budget: Optional[float] = None) -> int:
