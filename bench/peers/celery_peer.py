@@ -81,7 +81,6 @@ class CeleryPeer(Peer):
 
     def enqueue_batch_stamped(self, n: int, sent: float) -> None:
         from celery import chord
-
         from sqlalchemy.exc import DataError
 
         try:
@@ -104,6 +103,7 @@ class CeleryPeer(Peer):
         """``celery worker --pool=solo`` in this process until ``stop`` is set, then
         the warm shutdown Celery does on SIGTERM."""
         os.dup2(2, 1)  # its banner and shutdown line to stderr: stdout has the tables
+
         def stop_when_told() -> None:
             stop.wait()
             os.kill(os.getpid(), signal.SIGTERM)
