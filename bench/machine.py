@@ -12,7 +12,7 @@ from typing import Dict, List
 from bench import targets
 
 PACKAGES = ("caravel_lite", "peewee", "psycopg", "PyMySQL", "huey", "pgqueuer",
-            "procrastinate")
+            "procrastinate", "celery", "kombu", "SQLAlchemy")
 
 
 def _memory_gib() -> str:

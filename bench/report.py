@@ -20,7 +20,8 @@ claim p99 during a prune). The last column is caravel_lite's jobs/s divided by t
 subject's (for pickup: the subject's p50 divided by caravel_lite's), so above 1 means
 caravel_lite did better. "not implemented" means caravel_lite lacks the feature (no
 number is invented); "no worker" and "n/a" mean the subject has no such operation;
-"skipped" means the package is missing (`pip install -e '.[bench]'`).
+"skipped" means the package is missing (`pip install -e '.[bench]'`); "not measured"
+means the benchmark has no adapter for the subject's own way of doing it.
 
 What each scenario does:
 - enqueue: one job per call, each its own transaction, every call timed.
@@ -50,6 +51,14 @@ What each scenario does:
   completes pre-enqueued jobs (at most one every 5 ms) while another process prunes
   all finished rows older than a day; the figure is the p99 of the claims that started
   while the prune ran (completions are timed apart and given in the note).
+- batch / chain (issue 26, with `--scenarios batch,chain`): an idle worker with the
+  library's defaults is running (warmed up by one job); one call enqueues 1,000 no-op
+  jobs with an `on_complete` callback (`enqueue_batch`; Celery: a `chord`), or a chain
+  of 100 no-op steps (`enqueue_chain`; Celery: a `chain`); the figure is the time from
+  that call until the callback's (the last step's) handler began, the rate every job
+  of it over that time. Celery runs on the database alone: kombu's SQLAlchemy
+  transport as broker, the database result backend, a solo-pool worker with its other
+  defaults (its chord is joined by `chord_unlock` polling the results every second).
 
 Fair comparisons: SQLite runs in WAL mode with the same `synchronous` setting on both
 sides (huey's SqliteHuey leaves SQLite's default, FULL, unless told: the benchmark sets

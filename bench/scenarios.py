@@ -15,6 +15,7 @@ from typing import Callable, List
 
 from bench import history_scenarios as history
 from bench import worker_scenarios as worker
+from bench import workflow_scenarios as workflow
 from bench.case import Case, needs
 from bench.peers.base import Peer
 from bench.processes import drain_in_processes, serving
@@ -108,9 +109,10 @@ def cases(settings: Settings) -> List[Case]:
     for n in s.workers:
         found.append(Case(f"drain{n}", "drain", f"drain, fastest loop, {_plural(n)}", drain(n)))
     found.append(Case("e2e", "e2e", "end to end, default worker settings", end_to_end))
+    found += workflow.cases()  # issue 26: batch1000, chain100
     return found
 
 
 FAMILIES = ("enqueue", "default", "sleep", "idle", "connections", "pickup", "history",
-            "prune", "bulk", "drain", "e2e")
+            "prune", "bulk", "drain", "e2e", "batch", "chain")
 DEFAULT_FAMILIES = FAMILIES[:8]

@@ -32,6 +32,8 @@ def figure(value: Optional[float], unit: Optional[str]) -> str:
         return f"{value:.0f}"
     if unit == "x empty":
         return f"{value:.2f}x empty"
+    if unit == "s":
+        return f"{value:,.2f} s"
     if unit == "ms p99":
         return f"p99 {value:,.1f} ms"
     return f"{value:g} {unit}"

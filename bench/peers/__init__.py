@@ -21,6 +21,7 @@ PEERS: Dict[str, Tuple[str, str]] = {
     "huey-sql": ("bench.peers.huey_sql", "SqlHueyPeer"),
     "pgqueuer": ("bench.peers.pgqueuer_peer", "PgQueuerPeer"),
     "procrastinate": ("bench.peers.procrastinate_peer", "ProcrastinatePeer"),
+    "celery": ("bench.peers.celery_peer", "CeleryPeer"),
     "raw-sqlite3": ("bench.peers.raw_sqlite", "RawSqlitePeer"),
     "raw-psycopg": ("bench.peers.raw_psycopg", "RawPsycopgPeer"),
     "raw-pymysql": ("bench.peers.raw_pymysql", "RawPyMySQLPeer"),

@@ -2,12 +2,13 @@
 
 Parent side: ``install`` (schema in a fresh database), ``enqueue_one``/``enqueue_bulk``,
 ``prefill``, ``prefill_sleep``, ``add_history``, ``claim_each``/``claim_timed``,
-``enqueue_stamped``. Worker-process side: ``drain`` (the first round's fastest loop,
-until empty), ``drain_default`` (the library's worker with no tuning at all until
-``expected`` jobs ran), ``drain_sleep`` (the worker at a given concurrency over sleeping
-jobs), and ``serve`` (a worker with the library's default settings until ``stop`` is
-set; handlers call ``bench.probe.hit``). Each drain returns how many jobs ran and sets
-``last_done`` to when the last handler finished.
+``enqueue_stamped``, ``enqueue_batch_stamped``/``enqueue_chain_stamped``. Worker-process
+side: ``drain`` (the first round's fastest loop, until empty), ``drain_default`` (the
+library's worker with no tuning at all until ``expected`` jobs ran), ``drain_sleep``
+(the worker at a given concurrency over sleeping jobs), and ``serve`` (a worker with
+the library's default settings until ``stop`` is set; handlers call
+``bench.probe.hit``). Each drain returns how many jobs ran and sets ``last_done`` to
+when the last handler finished.
 A method a peer cannot honestly provide raises :class:`NotApplicable` with the reason,
 which the table prints instead of a number.
 """
@@ -79,6 +80,15 @@ class Peer:
     def enqueue_stamped(self) -> None:
         """Enqueue one job carrying ``time.time()`` for the handler to report."""
         raise NotApplicable("no worker")
+
+    def enqueue_batch_stamped(self, n: int, sent: float) -> None:
+        """Enqueue n no-op jobs as one batch whose on_complete callback carries ``sent``
+        for its handler to report (bench.workflow_scenarios)."""
+        raise NotApplicable("not measured")
+
+    def enqueue_chain_stamped(self, n: int, sent: float) -> None:
+        """Enqueue a chain of n no-op steps, the last carrying ``sent``."""
+        raise NotApplicable("not measured")
 
     # -- history (scenario 5) --------------------------------------------------------
     def add_history(self, n: int, budget: Optional[float] = None) -> int:

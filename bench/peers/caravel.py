@@ -102,6 +102,14 @@ class CaravelPeer(Peer):
     def enqueue_stamped(self) -> None:
         self.queue.enqueue(BenchJob(1, stamped()), self.dispatch)
 
+    def enqueue_batch_stamped(self, n: int, sent: float) -> None:
+        self.queue.enqueue_batch([(BenchJob(i, 0.0), self.dispatch) for i in range(n)],
+                                 on_complete=(BenchJob(n, sent), self.dispatch))
+
+    def enqueue_chain_stamped(self, n: int, sent: float) -> None:
+        self.queue.enqueue_chain([(BenchJob(i, sent if i == n - 1 else 0.0), self.dispatch)
+                                  for i in range(n)])
+
     def claim_timed(self) -> float:
         started = time.perf_counter()
         lease = self.queue.claim(QUEUE)
