@@ -32,6 +32,7 @@ from caravel_lite.worker.settling import Settler
 from caravel_lite.worker.slots import Inbox, Report, SlotRun
 from caravel_lite.worker.supervisor import CANCELLED, Supervisor
 from caravel_lite.worker.wakeup import Wakeup
+from caravel_lite.workflows.membership import MARKER
 
 if TYPE_CHECKING:
     from caravel_lite.queue import DatabaseQueue
@@ -92,6 +93,10 @@ class RunLoop:
         self.waiting: Deque[QueueLease] = deque()
         # The last claim round left due jobs behind a limit (ClaimBatch.held_back).
         self.held_back = False
+        # A job of a chain or batch ended since the last claim: its outcome may make
+        # another job due (the next step, a callback) without any signal a waiter
+        # sees on a database without one (MariaDB polls), so claim again at once.
+        self.ended_in_workflow = False
         self.running: Dict[int, Execution] = {}
         self.slots_taken = 0
         # A claim under way: (queue, token) from before it is sent until its leases
@@ -114,6 +119,9 @@ class RunLoop:
                 self.take_reports()
                 if self.held_back and len(self.running) < running:
                     empty = False  # a job of ours ended: the limit it held may let one in
+                if self.ended_in_workflow:
+                    self.ended_in_workflow = False
+                    empty = False
                 if stop.is_set():
                     return
                 if self.control.tick(self.slots_taken):
@@ -342,8 +350,12 @@ class RunLoop:
                 self.slots_taken -= 1  # an async job's slot ends with it
             if execution.started_at is not None and execution.ended_at is not None:
                 self.plan.record(execution.ended_at - execution.started_at)
+            lease = execution.control.lease
+            options = lease._job_options
+            if options is not None and MARKER in options:
+                self.ended_in_workflow = True
             try:
-                self.settler.settle(execution.control.lease, execution.settlement, batch=True)
+                self.settler.settle(lease, execution.settlement, batch=True)
             except Exception as exc:
                 error = error or exc
         if error is not None:

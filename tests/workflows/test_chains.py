@@ -163,3 +163,38 @@ def test_a_step_that_keeps_its_result_releases_the_next_and_keeps_both_options(d
     options = db.execute_sql(f"SELECT job_options FROM caravel_jobs WHERE id = {db.param}",
                              (str(chain.job_ids[0]),)).fetchone()[0]
     assert '"keep_result":true' in options and '"timeout_us":30000000' in options
+
+
+def test_a_running_worker_claims_the_next_step_at_once_not_at_its_next_poll(db, monkeypatch):
+    """The step's completion makes the next step due in the worker's own write: no
+    signal a waiter sees on a database without one (MariaDB polls), so the worker
+    claims again at once after a workflow job ends. Here the waiter hears nothing
+    whatever the database (it only waits), and the poll interval outlasts the test."""
+    import threading
+
+    from caravel_lite.worker import QueueWorker
+    from caravel_lite.worker import waiter as waiter_module
+    from tests.support import wait_for
+
+    real = waiter_module.waiter_for
+
+    def deaf(queue, names):
+        inner = real(queue, names)
+        inner.wait = lambda wakeup, timeout: wakeup.wait(timeout)
+        return inner
+
+    monkeypatch.setattr(waiter_module, "waiter_for", deaf)
+    jobs.RAN.clear()
+    queue = make_queue(db)
+    queue.enqueue_chain([(Step(f"s{n}"), to()) for n in range(4)])
+    stop = threading.Event()
+    worker = threading.Thread(target=QueueWorker(queue, poll_interval=120).run,
+                              args=(QUEUE,), kwargs={"stop": stop})
+    worker.start()
+    try:
+        wait_for(lambda: jobs.RAN == ["s0", "s1", "s2", "s3"], timeout=20,
+                 message="every step, each claimed after the one before ended")
+    finally:
+        stop.set()
+        worker.join(30)
+    assert not worker.is_alive()
