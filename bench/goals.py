@@ -1,4 +1,5 @@
-"""Issue 13's targets, each checked against one run's results: the target table.
+"""Issue 13's targets (and issue 31's), each checked against one run's results: the
+target table.
 
 A row says what caravel_lite measured, what it was compared with (a peer in the same
 run, its own one-process figure, or a fixed limit), the ratio where there is one, and
@@ -67,11 +68,14 @@ def _row(scenario: str, target: str, measure: Callable[[], Row]) -> Row:
 
 
 def _versus_peer(results: Results, db: str, case: str, peer: str, at_least: float,
-                 scenario: str) -> Row:
-    target = f">= {at_least:.1f}x {peers.load(peer).name}"
+                 scenario: str, their_case: Optional[str] = None, theirs_as: str = "") -> Row:
+    """caravel_lite's rate in ``case`` against the peer's in ``their_case`` (the same
+    case unless given; ``theirs_as`` then names what the peer did)."""
+    target = f">= {at_least:.1f}x {peers.load(peer).name}{theirs_as}"
 
     def measure() -> Row:
-        ours, theirs = _summary(results, db, case), _summary(results, db, case, peer)
+        ours = _summary(results, db, case)
+        theirs = _summary(results, db, their_case or case, peer)
         ratio = ours.rate / theirs.rate
         return Row(scenario, target, f"{ours.rate:,.0f}/s", f"{theirs.rate:,.0f}/s",
                    f"{ratio:.2f}x", _verdict(ratio >= at_least))
@@ -117,6 +121,18 @@ def rows(results: Results) -> List[Row]:
     for db in ("sqlite-normal", "sqlite-full"):
         found.append(_versus_peer(results, db, "enqueue", "huey-sqlite", 1.0,
                                   f"enqueue one job per call, {_label(results, db)}"))
+    db = "sqlite-normal"  # issue 31's, on SQLite NORMAL
+    found += [
+        _versus_peer(results, db, "enqueue-key", "huey-sqlite", 0.8,
+                     f"enqueue one job per call, each with an idempotency key, "
+                     f"{_label(results, db)}", "enqueue", " (key-less enqueue)"),
+        _versus_peer(results, db, "enqueue", "raw-same-schema", 0.6,
+                     f"enqueue one job per call against the same rows written with plain "
+                     f"sqlite3, {_label(results, db)}"),
+        _versus_peer(results, db, "runonce", "huey-sqlite", 0.5,
+                     f"drain no-op jobs, `run_once()` loop vs huey's dequeue + execute loop, "
+                     f"{_label(results, db)}"),
+    ]
     for db in ("sqlite-normal", "sqlite-full", "postgres"):
         for n in s.concurrencies:
             case = f"sleep{n}"

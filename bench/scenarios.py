@@ -1,7 +1,8 @@
 """Every scenario the benchmark knows, in table order. Issue 13's (the default set):
 enqueue one job per call, drain with the default worker in 1, 2 and 4 processes,
 jobs sleeping 50 ms at a concurrency, idle CPU, connections at concurrency 50, pickup
-latency, claim cost with history retained, claims during a prune. The first round's
+latency, claim cost with history retained, claims during a prune; and issue 31's on
+SQLite (also default): enqueue with a key per call, a run_once() loop. The first round's
 tuned scenarios (bulk enqueue, the fastest drain loops, end to end) stay selectable.
 
 Each case takes an opened, installed peer in a fresh database and returns one measured
@@ -20,11 +21,25 @@ from bench.case import Case, needs
 from bench.peers.base import Peer
 from bench.processes import drain_in_processes, serving
 from bench.settings import Settings
-from bench.timing import Sample
+from bench.timing import Sample, timed_each
 
 
 def enqueue(peer: Peer, s: Settings) -> Sample:
     return peer.enqueue_each(s.jobs, s.drain_budget)
+
+
+def enqueue_keyed(peer: Peer, s: Settings) -> Sample:
+    needs(peer, "enqueue_one_keyed", "n/a")
+    return timed_each(peer.enqueue_one_keyed, s.jobs, s.drain_budget)
+
+
+def run_once(peer: Peer, s: Settings) -> Sample:
+    """One process runs the pre-filled no-op jobs one call per job until the queue is
+    empty, as a cron script does (caravel_lite: ``QueueWorker.run_once``)."""
+    needs(peer, "drain_run_once", "n/a")
+    peer.prefill(s.jobs)
+    return drain_in_processes(type(peer), peer.target, 1, s.jobs, s.timeout,
+                              method="drain_run_once", args=(s.drain_budget,))
 
 
 def bulk(peer: Peer, s: Settings) -> Sample:
@@ -79,8 +94,13 @@ def _default_drain(n: int) -> Case:
 
 def cases(settings: Settings) -> List[Case]:
     s = settings
-    found = [Case("enqueue", "enqueue", "enqueue, one job per call", enqueue)]
+    found = [Case("enqueue", "enqueue", "enqueue, one job per call", enqueue),
+             # issue 31: a key per call; and run_once() in a loop (SQLite's targets)
+             Case("enqueue-key", "enqueue-key", "enqueue, one job per call, each with an "
+                  "idempotency key", enqueue_keyed, kinds=("sqlite",))]
     found.append(_default_drain(1))
+    found.append(Case("runonce", "runonce", "drain, run_once() loop, 1 process", run_once,
+                      kinds=("sqlite",)))
     for n in s.concurrencies:
         found.append(Case(f"sleep{n}", "sleep",
                           f"{s.sleep_jobs:,} jobs sleeping {s.sleep_seconds * 1000:.0f} ms, "
@@ -114,5 +134,5 @@ def cases(settings: Settings) -> List[Case]:
 
 
 FAMILIES = ("enqueue", "default", "sleep", "idle", "connections", "pickup", "history",
-            "prune", "bulk", "drain", "e2e", "batch", "chain")
-DEFAULT_FAMILIES = FAMILIES[:8]
+            "prune", "enqueue-key", "runonce", "bulk", "drain", "e2e", "batch", "chain")
+DEFAULT_FAMILIES = FAMILIES[:10]

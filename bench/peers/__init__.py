@@ -23,6 +23,7 @@ PEERS: Dict[str, Tuple[str, str]] = {
     "procrastinate": ("bench.peers.procrastinate_peer", "ProcrastinatePeer"),
     "celery": ("bench.peers.celery_peer", "CeleryPeer"),
     "raw-sqlite3": ("bench.peers.raw_sqlite", "RawSqlitePeer"),
+    "raw-same-schema": ("bench.peers.raw_same_schema", "RawSameSchemaPeer"),
     "raw-psycopg": ("bench.peers.raw_psycopg", "RawPsycopgPeer"),
     "raw-pymysql": ("bench.peers.raw_pymysql", "RawPyMySQLPeer"),
 }

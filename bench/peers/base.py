@@ -1,12 +1,14 @@
 """The one interface every peer implements, and what a peer may answer instead.
 
 Parent side: ``install`` (schema in a fresh database), ``enqueue_one``/``enqueue_bulk``,
-``prefill``, ``prefill_sleep``, ``add_history``, ``claim_each``/``claim_timed``,
-``enqueue_stamped``, ``enqueue_batch_stamped``/``enqueue_chain_stamped``. Worker-process
-side: ``drain`` (the first round's fastest loop, until empty), ``drain_default`` (the
-library's worker with no tuning at all until ``expected`` jobs ran), ``drain_sleep``
-(the worker at a given concurrency over sleeping jobs), and ``serve`` (a worker with
-the library's default settings until ``stop`` is set; handlers call
+``enqueue_one_keyed``, ``prefill``, ``prefill_sleep``, ``add_history``,
+``claim_each``/``claim_timed``, ``enqueue_stamped``,
+``enqueue_batch_stamped``/``enqueue_chain_stamped``. Worker-process side: ``drain``
+(the first round's fastest loop, until empty), ``drain_run_once`` (the library's
+run-one-job call in a loop until empty, as a cron script drains), ``drain_default``
+(the library's worker with no tuning at all until ``expected`` jobs ran),
+``drain_sleep`` (the worker at a given concurrency over sleeping jobs), and ``serve``
+(a worker with the library's default settings until ``stop`` is set; handlers call
 ``bench.probe.hit``). Each drain returns how many jobs ran and sets ``last_done`` to
 when the last handler finished.
 A method a peer cannot honestly provide raises :class:`NotApplicable` with the reason,
@@ -65,6 +67,10 @@ class Peer:
     def enqueue_each(self, n: int, budget: Optional[float] = None) -> Sample:
         return timed_each(self.enqueue_one, n, budget)
 
+    def enqueue_one_keyed(self, i: int) -> None:
+        """Enqueue one job under an idempotency key of its own (distinct per i)."""
+        raise NotApplicable("n/a")
+
     def enqueue_bulk(self, n: int) -> Sample:
         """Enqueue n jobs in one call/transaction, timed."""
         raise NotApplicable("not implemented")
@@ -113,6 +119,11 @@ class Peer:
 
     # -- worker-process side ---------------------------------------------------------
     def drain(self) -> int:
+        raise NotApplicable("n/a")
+
+    def drain_run_once(self, budget: Optional[float] = None) -> int:
+        """Run the queued jobs one call per job until the queue is empty (or ``budget``
+        seconds are spent), as a cron script does; returns how many ran."""
         raise NotApplicable("n/a")
 
     def serve(self, stop: Any) -> None:

@@ -87,6 +87,12 @@ class CaravelPeer(Peer):
     def enqueue_one(self, i: int) -> None:
         self.queue.enqueue(BenchJob(i, 0.0), self.dispatch)
 
+    def enqueue_one_keyed(self, i: int) -> None:
+        """``enqueue`` with a ``Dispatch`` carrying a key of its own, built in the call
+        as a caller builds it."""
+        self.queue.enqueue(BenchJob(i, 0.0), self.cl.Dispatch(
+            queue=QUEUE, tenant_id=TENANT, idempotency_key=f"bench-key-{i}"))
+
     def enqueue_bulk(self, n: int) -> Sample:
         """``DatabaseQueue.enqueue_many``: one call, one transaction, multi-row INSERTs
         (validation and idempotency as for ``enqueue``)."""
@@ -167,6 +173,23 @@ class CaravelPeer(Peer):
                 continue
             misses = 0
             done += self.queue.complete(lease)
+        return done
+
+    def drain_run_once(self, budget: Optional[float] = None, **settings: Any) -> int:
+        """A cron script's loop: ``QueueWorker(queue).run_once(queue)`` until it finds
+        nothing, then ``close()`` (which writes what a prefetching worker batched)."""
+        from caravel_lite.worker import QueueWorker
+
+        end = None if budget is None else time.perf_counter() + budget
+        worker = QueueWorker(self.queue, **settings)
+        done = misses = 0
+        while misses < 2 and (end is None or time.perf_counter() < end):
+            if worker.run_once(QUEUE):  # a lost race can return False once while jobs remain
+                done += 1
+                misses = 0
+            else:
+                misses += 1
+        worker.close()
         return done
 
     def serve(self, stop: Any) -> None:

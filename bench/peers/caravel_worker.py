@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 from typing import Optional
 
-from bench.peers.base import QUEUE
 from bench.peers.caravel import AsyncSleepJob, CaravelPeer
 
 
@@ -23,19 +22,7 @@ class CaravelWorkerPeer(CaravelPeer):
     prefetch = 1  # QueueWorker's default
 
     def drain(self) -> int:
-        from caravel_lite.worker import QueueWorker
-
-        worker = QueueWorker(self.queue, prefetch=self.prefetch)
-        done = 0
-        misses = 0
-        while misses < 2:
-            if worker.run_once(QUEUE):
-                done += 1
-                misses = 0
-            else:
-                misses += 1
-        worker.close()  # writes the last batched acknowledgements
-        return done
+        return self.drain_run_once(prefetch=self.prefetch)
 
 
 class CaravelPrefetchPeer(CaravelWorkerPeer):
