@@ -2,9 +2,11 @@
 
     python -m bench.profile --database sqlite-normal --path enqueue --jobs 5000
 
-Paths: enqueue (one job per call), claim (claim + complete, one job at a time) and
-drain (QueueWorker.run_once with prefetch=50 over a pre-filled queue), profiled with
-pyinstrument; default (``QueueWorker(queue).run(...)`` with no setting given over a
+Paths: enqueue (one job per call), enqueue-key (the same, each call with an
+idempotency key of its own), claim (claim + complete, one job at a time), drain
+(QueueWorker.run_once with prefetch=50 over a pre-filled queue) and run-once (a
+script's loop of ``QueueWorker(queue).run_once(queue)`` with no setting given),
+profiled with pyinstrument; default (``QueueWorker(queue).run(...)`` with no setting given over a
 pre-filled queue until every job ran, what the "drain, default worker" scenario
 measures) and sleep (the same at ``--concurrency`` over jobs sleeping 50 ms), profiled
 with :mod:`bench.sampler` on every thread, since the worker has threads of its own;
@@ -26,7 +28,8 @@ from bench import targets
 from bench.peers.caravel import CaravelPeer
 from bench.peers.caravel_worker import CaravelPrefetchPeer
 
-PATHS = ("enqueue", "claim", "drain", "default", "sleep", "idle", "wal")
+PATHS = ("enqueue", "enqueue-key", "claim", "drain", "run-once", "default", "sleep",
+         "idle", "wal")
 
 
 def main() -> int:
@@ -47,15 +50,20 @@ def main() -> int:
 
     kind = CaravelPrefetchPeer if args.path == "drain" else CaravelPeer
     with _installed(args, kind) as peer:
-        if args.path in ("claim", "drain"):
+        if args.path in ("claim", "drain", "run-once"):
             peer.prefill(args.jobs)
         profiler = Profiler(interval=0.0005)
         with profiler:
             if args.path == "drain":
                 peer.drain()
+            elif args.path == "run-once":
+                peer.drain_run_once()
             elif args.path == "claim":
                 for _ in range(args.jobs):
                     peer.claim_one()
+            elif args.path == "enqueue-key":
+                for i in range(args.jobs):
+                    peer.enqueue_one_keyed(i)
             else:
                 for i in range(args.jobs):
                     peer.enqueue_one(i)
