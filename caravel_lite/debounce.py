@@ -13,7 +13,11 @@ the index lets a new one in) and inserts a new job. Two processes enqueueing at 
 one INSERT wins, the other meets the unique index, rolls its transaction back and
 starts again, now rewriting the winner. A claim never runs a payload older than the one
 it leased: every rewrite also moves the due time past now, and every claim re-checks
-``available_at <= now`` on the row it takes.
+``available_at <= now`` on the row it takes. "Now" is when the rewrite is sent, under
+the holder's lock, not when the call began: a call's repeats (a lost reply's recovery,
+a round lost to another writer) may come later than the window, and a due time
+computed at the start would then be past already, letting a claim that read the
+holder before the repeat lease it after, with the payload it had read.
 
 Nothing is run twice because a reply was lost. Each call chooses its job id before
 anything is sent, as a plain enqueue does, and writes it as its token on the row it
@@ -48,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Tuple
 
 import peewee
 
+from caravel_lite.clock import ceil_ms, floor_ms
 from caravel_lite.envelope import Envelope
 from caravel_lite.errors import InvalidField
 from caravel_lite.retry import recovering
@@ -93,12 +98,14 @@ class Debouncer:
     """The debounced enqueue of one queue's database."""
 
     def __init__(self, db: peewee.Database, dialect: Dialect,
-                 insert: Callable[[Envelope, uuid.UUID, int], Tuple[str, Tuple[Any, ...]]]) -> None:
+                 insert: Callable[[Envelope, uuid.UUID, int], Tuple[str, Tuple[Any, ...]]],
+                 now_us: Callable[[], int]) -> None:
         p = db.param
         t = JOBS_TABLE
         self.db = db
         self.dialect = dialect
         self._insert = insert  # (envelope, id, now_ms) -> the plain enqueue's INSERT
+        self._now_us = now_us  # the queue's clock, read again for each rewrite
         unstarted = f"dedup_key = {p} AND state = '{_PENDING}' AND attempts = 0"
         # The holder and the call that last wrote it, locked until the transaction ends:
         # a claim cannot take it between this read and the rewrite.
@@ -126,9 +133,10 @@ class Debouncer:
         assert envelope.dedup_key is not None
         key = envelope.dedup_key
         own = str(job_id)
-        rewrite = (envelope.wire_name, envelope.payload, envelope.options,
-                   int(envelope.priority), envelope.max_attempts, envelope.available_at_ms,
-                   own, now_ms)
+        fields = (envelope.wire_name, envelope.payload, envelope.options,
+                  int(envelope.priority), envelope.max_attempts)
+        window_us = envelope.debounce_us
+        assert window_us is not None
         new_row = envelope._replace(idempotency_key=own)
         unsettled = _Unsettled()
 
@@ -141,7 +149,12 @@ class Debouncer:
                         return settled
                     if holder is not None:
                         holder_id = str(holder[0])
-                        self.db.execute_sql(self._rewrite, rewrite + (holder_id,))
+                        # Due a window after this write (the holder locked), never
+                        # earlier than the call's own start made it.
+                        write_us = self._now_us()
+                        due = max(envelope.available_at_ms, ceil_ms(write_us + window_us))
+                        self.db.execute_sql(self._rewrite, fields + (
+                            due, own, max(now_ms, floor_ms(write_us)), holder_id))
                         # Recorded before the COMMIT: its reply may be what is lost.
                         unsettled.rewritten = (holder_id, holder[1])
                         result = EnqueueResult(uuid.UUID(holder_id), True)

@@ -352,7 +352,8 @@ class Enqueuing:
     def _debounced(self, envelope: Envelope, job_id: uuid.UUID, now_ms: int) -> EnqueueResult:
         debouncer = self.__dict__.get("_debouncer")
         if debouncer is None:
-            debouncer = self._debouncer = Debouncer(self.db, self.dialect, self._insert_of)
+            debouncer = self._debouncer = Debouncer(self.db, self.dialect, self._insert_of,
+                                                  self._now_us)
         result = debouncer.write(envelope, job_id, now_ms)
         self.telemetry.count("deduplicated" if result.already_enqueued else "accepted",
                              envelope.queue)

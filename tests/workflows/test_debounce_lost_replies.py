@@ -302,3 +302,50 @@ def test_on_the_wire_a_commit_that_lands_after_the_recovery_began(lossy, db, bra
     lease = queue.claim(QUEUE)
     assert lease is not None and lease.job_id == result.job_id
     assert payload_of(lease) == Step("b")
+
+
+def test_a_repeat_after_a_recovery_longer_than_the_window_is_not_run_with_the_old_payload(
+        losing, db, connect):
+    """The repeat of a rewrite whose reply was lost moves the holder's due time past
+    the moment it writes, not past the moment the call began: a claim that read the
+    holder before the repeat and leases it after re-checks ``available_at <= now``, and
+    with the due time the call computed before its recovery (already past once the
+    recovery took longer than the window) it would lease the holder with the payload
+    it had read, "a", while the call was answered that "b" was in it. The claim here
+    is a queue with flow control's (its jobs are read, then leased by a fenced UPDATE)
+    on the caller's own clock."""
+    queue, clock, fault, _ = losing
+    worker = make_queue(connect(), clock, fair_tenants=True)
+    held = queue.enqueue(Step("a"), debounced())
+    clock.set(LATER)
+    read, resume = threading.Event(), threading.Event()
+    take = worker._groups.claimer._take
+
+    def read_then_wait(*args: Any, **kwargs: Any) -> Any:
+        read.set()  # the claim has read the holder, "a" in it, due since T0 + WINDOW
+        assert resume.wait(30)
+        return take(*args, **kwargs)
+
+    worker._groups.claimer._take = read_then_wait  # type: ignore[method-assign]
+    leases: List[Any] = []
+    claiming = threading.Thread(target=lambda: leases.append(worker.claim(QUEUE)))
+
+    def slow_recovery() -> None:
+        clock.set(PAST_THE_WINDOW)  # the call's recovery outlasted the window
+        claiming.start()
+        assert read.wait(30)
+
+    fault.arm(lands=False, meanwhile=slow_recovery)
+    try:
+        again = queue.enqueue(Step("b"), debounced())
+    finally:
+        resume.set()
+        claiming.join(30)
+    assert fault.fired == 1 and not claiming.is_alive()
+    assert (again.job_id, again.already_enqueued) == (held.job_id, True)
+    # "b" is in the holder and is what runs: the claim that read "a" took nothing
+    assert leases == [None], [payload_of(lease) for lease in leases if lease is not None]
+    clock.set(PAST_THE_WINDOW + WINDOW + timedelta(seconds=1))
+    lease = worker.claim(QUEUE)
+    assert lease is not None and lease.job_id == held.job_id
+    assert payload_of(lease) == Step("b")
