@@ -2,6 +2,7 @@
 while its worker was frozen is excused and counted, one lost while it ran is not."""
 from __future__ import annotations
 
+from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -77,3 +78,29 @@ def test_an_attempt_spent_by_a_claim_nobody_logged_is_excused_only_if_a_worker_d
     assert interrupted.interrupted_claims == 1
     long_before = orphaned({PID: _exited(1 * SECOND, -9)})  # dead before the lease began
     assert len(invariants.check(long_before)["orphaned_claim"]) == 1
+
+
+def _run(job_id: str, n: int, started_s: float, ended_s: float) -> invariants.RunRow:
+    return invariants.RunRow(job_id, n, 1, PID, "work", int(started_s * SECOND),
+                             int(ended_s * SECOND), "returned", None)
+
+
+def test_only_the_jobs_dispatched_with_the_key_count_against_its_limit():
+    """The harness gives the limited key to the enqueuer's jobs numbered a multiple of
+    ten; the workflows' jobs, numbered from FIRST_N, are dispatched without it, so a
+    step numbered 1,000,000 running beside two keyed jobs is within the limit (seed
+    431047 on SQLite reported it as a third holder), while a third keyed job is not."""
+    from tests.chaos import jobs, workflows
+
+    keyed = [_run(f"keyed-{i}", 10 * (i + 1), 1.0, 4.0) for i in range(jobs.KEY_LIMIT)]
+    step = _run("chain-step", workflows.FIRST_N, 1.0, 4.0)
+    assert jobs.limited(step.n)  # by its number alone it would count
+    evidence = Evidence(Settings(), {}, {}, set(), keyed + [step])
+    found: defaultdict = defaultdict(list)
+    invariants._check_limit(evidence, found)
+    assert dict(found) == {}
+    evidence = Evidence(Settings(), {}, {}, set(),
+                        keyed + [_run("keyed-extra", 10 * (jobs.KEY_LIMIT + 1), 1.0, 4.0)])
+    found = defaultdict(list)
+    invariants._check_limit(evidence, found)
+    assert len(found["limit_exceeded"]) == 1
