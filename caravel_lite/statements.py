@@ -253,13 +253,17 @@ class BatchStatements:
         now_ms, token, expires_ms, now_ms, now_ms, queue, now_ms."""
         p, t = self._p, JOBS_TABLE
         lock = f" {self._lock}" if self._lock else ""
+        # One job (run_once, claim): the picked id as a scalar, an equality on the
+        # primary key in every table state. PostgreSQL read a small table without
+        # statistics (2,000 rows) whole to match one id against the array form.
+        picked = "id = (SELECT id FROM picked)" if n == 1 else self._picked_ids
         return (
             f"WITH picked AS MATERIALIZED (SELECT id FROM {t} WHERE queue = {p} "
             f"AND state = '{PENDING}' AND available_at <= {p} AND attempts < max_attempts "
             f"ORDER BY priority, available_at, enqueued_at, id LIMIT {int(n)}{lock}) "
             f"UPDATE {t} SET state = '{LEASED}', attempts = attempts + 1, "
             f"lease_token = {p}, lease_expires_at = {p}, claimed_at = {p}, updated_at = {p} "
-            f"WHERE {self._picked_ids} "
+            f"WHERE {picked} "
             f"AND NOT EXISTS (SELECT 1 FROM {t} WHERE queue = {p} AND state = '{LEASED}' "
             f"AND lease_expires_at <= {p}) "
             f"RETURNING {LEASE_COLUMNS}")

@@ -218,3 +218,34 @@ def test_a_batch_completion_finds_its_rows_by_primary_key_without_statistics(db,
     with db.atomic():
         completed = db.execute_sql(sql, params).fetchall()
     assert sorted(row[0] for row in completed) == sorted(job_id for job_id, _ in leased)
+
+
+def test_a_claim_of_one_job_finds_it_by_primary_key_on_a_small_table_without_statistics(
+        db, backend):
+    """A claim of one job (``claim``, ``run_once``) names its picked row as a scalar,
+    an equality on the primary key: with the array of Dialect.picked_ids PostgreSQL
+    read a never-analysed table of 2,000 rows whole at every claim."""
+    queue = make_queue(db)
+    now_ms = queue._now_ms()
+    values = ", ".join(["(" + ", ".join([db.param] * len(COLUMNS)) + ")"] * BATCH)
+    sql = f"INSERT INTO caravel_jobs ({', '.join(COLUMNS)}) VALUES {values}"
+    with db.atomic():
+        for start in range(0, 2000, BATCH):
+            params: List = []
+            for i in range(start, start + BATCH):
+                params += [str(uuid.uuid4()), QUEUE, "tenant-a", None, None,
+                           "contract.ping.v1", '{"n":1}', 2, now_ms - 2000 + i, 3,
+                           "pending", now_ms - 2000 + i, 0, 0, 0, now_ms, None, None,
+                           None, None]
+            db.execute_sql(sql, params)  # and no ANALYZE
+    claim = queue._batch.claim_returning(1)
+    params = (QUEUE, now_ms, "t" * 32, now_ms + 30_000, now_ms, now_ms, QUEUE, now_ms)
+    with db.atomic() as transaction:
+        plan = PLANS[backend](db, claim, params)
+        transaction.rollback()
+    table_scans = [line for line in plan.text.splitlines()
+                   if "Seq Scan on caravel_jobs" in line
+                   or line.strip().startswith("SCAN caravel_jobs")]
+    assert table_scans == [], plan.text
+    lease = queue.claim(QUEUE)  # and the statement claims the best job
+    assert lease is not None and lease.attempt == 1
