@@ -66,6 +66,14 @@ def loaded(db, backend):
     return queue, now_ms
 
 
+def _table_scans(plan) -> List[str]:
+    """The plan's lines that read the jobs table whole (PostgreSQL, SQLite). Not
+    Plan.full_scan, which counts SQLite's scan of a materialized CTE itself."""
+    return [line for line in plan.text.splitlines()
+            if "Seq Scan on caravel_jobs" in line
+            or line.strip().startswith("SCAN caravel_jobs")]
+
+
 def _predicate(db, backend, index: str) -> str:
     """The WHERE clause of ``index`` as the database stores it ("" when it has none)."""
     if backend == "sqlite":
@@ -182,11 +190,7 @@ def test_the_claim_updates_the_rows_it_picked_by_primary_key(db, backend, loaded
     with db.atomic() as transaction:  # EXPLAIN of an UPDATE runs nothing; kept safe
         plan = PLANS[backend](db, sql, params)
         transaction.rollback()
-    # (Plan.full_scan would count SQLite's scan of the materialized CTE itself.)
-    table_scans = [line for line in plan.text.splitlines()
-                   if "Seq Scan on caravel_jobs" in line
-                   or line.strip().startswith("SCAN caravel_jobs")]
-    assert table_scans == [], plan.text
+    assert _table_scans(plan) == [], plan.text
     assert "caravel_jobs_pkey" in plan.indexes or "PRIMARY KEY" in plan.text, plan.text
 
 
@@ -209,10 +213,7 @@ def test_a_batch_completion_finds_its_rows_by_primary_key_without_statistics(db,
     with db.atomic() as transaction:  # EXPLAIN of an UPDATE runs nothing; kept safe
         plan = PLANS[backend](db, sql, params)
         transaction.rollback()
-    table_scans = [line for line in plan.text.splitlines()
-                   if "Seq Scan on caravel_jobs" in line
-                   or line.strip().startswith("SCAN caravel_jobs")]
-    assert table_scans == [], plan.text
+    assert _table_scans(plan) == [], plan.text
     assert "caravel_jobs_pkey" in plan.indexes or "PRIMARY KEY" in plan.text, plan.text
     # and the statement as built completes exactly the listed leases
     with db.atomic():
@@ -243,9 +244,6 @@ def test_a_claim_of_one_job_finds_it_by_primary_key_on_a_small_table_without_sta
     with db.atomic() as transaction:
         plan = PLANS[backend](db, claim, params)
         transaction.rollback()
-    table_scans = [line for line in plan.text.splitlines()
-                   if "Seq Scan on caravel_jobs" in line
-                   or line.strip().startswith("SCAN caravel_jobs")]
-    assert table_scans == [], plan.text
+    assert _table_scans(plan) == [], plan.text
     lease = queue.claim(QUEUE)  # and the statement claims the best job
     assert lease is not None and lease.attempt == 1

@@ -12,15 +12,14 @@ from typing import Iterator, Tuple
 import peewee
 import pytest
 
-from caravel_lite import Failure, open_database
+from caravel_lite import Failure
 from caravel_lite.testing import ManualClock
 from caravel_lite.dialect import ClaimMethod
 from tests.contract.jobs import QUEUE, Ping, dispatch, make_queue, row, row_count
-from tests.faults.lossy import LossyProxy, server_address
+from tests.faults.lossy import LossyProxy, database_through_proxy
 
 pytestmark = pytest.mark.backends("postgres", "mysql")
 
-PORTS = {"postgres": 5432, "mysql": 3306}
 LEASED_UPDATE = b"SET state = 'leased'"
 
 
@@ -28,18 +27,8 @@ LEASED_UPDATE = b"SET state = 'leased'"
 def lossy(db_url, backend) -> Iterator[Tuple[LossyProxy, peewee.Database]]:
     """A proxy to the test database's server and a database object opened through it
     (PostgreSQL: no prepared statements, so every statement's text is on the wire)."""
-    proxy = LossyProxy(server_address(db_url, PORTS[backend]))
-    extra = {"prepare_threshold": None} if backend == "postgres" else {}
-    app_db = open_database(proxy.url(db_url), **extra)
-    try:
-        yield proxy, app_db
-    finally:
-        if not app_db.is_closed() and not app_db.in_transaction():
-            try:
-                app_db.close()
-            except peewee.PeeweeException:
-                pass
-        proxy.close()
+    with database_through_proxy(db_url, backend) as opened:
+        yield opened
 
 
 def _lost(proxy: LossyProxy, marker: bytes) -> None:

@@ -24,11 +24,12 @@ name only from its sixth run on).
 """
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
 import time
-from typing import List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
 
@@ -231,3 +232,30 @@ def _close(sock: socket.socket) -> None:
 def server_address(url: str, default_port: int) -> Tuple[str, int]:
     parts = urlsplit(url)
     return parts.hostname or "127.0.0.1", parts.port or default_port
+
+
+DEFAULT_PORTS = {"postgres": 5432, "mysql": 3306}
+
+
+@contextlib.contextmanager
+def database_through_proxy(db_url: str, backend: str, **proxy_options: Any
+                           ) -> Iterator[Tuple[LossyProxy, Any]]:
+    """A proxy to the test database's server and a database object opened through it
+    (PostgreSQL: no prepared statements, so every statement's text is on the wire);
+    both closed after the block."""
+    import peewee
+
+    from caravel_lite import open_database
+
+    proxy = LossyProxy(server_address(db_url, DEFAULT_PORTS[backend]), **proxy_options)
+    extra = {"prepare_threshold": None} if backend == "postgres" else {}
+    app_db = open_database(proxy.url(db_url), **extra)
+    try:
+        yield proxy, app_db
+    finally:
+        if not app_db.is_closed() and not app_db.in_transaction():
+            try:
+                app_db.close()
+            except peewee.PeeweeException:
+                pass
+        proxy.close()

@@ -20,10 +20,10 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 import peewee
 import pytest
 
-from caravel_lite import DatabaseQueue, codec, open_database
+from caravel_lite import DatabaseQueue, codec
 from caravel_lite.error_codes import ErrorCodes
 from caravel_lite.testing import ManualClock
-from tests.faults.lossy import LossyProxy, server_address
+from tests.faults.lossy import LossyProxy, database_through_proxy
 from tests.workflows.jobs import QUEUE, Step, count, make_queue, payload_of, to
 
 WINDOW = timedelta(seconds=10)
@@ -198,24 +198,11 @@ def test_a_new_call_after_the_holder_started_is_a_new_run(losing, db):
 
 # -- on the wire (PostgreSQL, MariaDB) -----------------------------------------------------
 
-PORTS = {"postgres": 5432, "mysql": 3306}
-
-
 @pytest.fixture
 def lossy(db_url, backend) -> Iterator[Any]:
     # settle: how long the proxy holds the lost reply back; the worker claims meanwhile.
-    proxy = LossyProxy(server_address(db_url, PORTS[backend]), settle=1.0)
-    extra = {"prepare_threshold": None} if backend == "postgres" else {}
-    app_db = open_database(proxy.url(db_url), **extra)
-    try:
-        yield proxy, app_db
-    finally:
-        if not app_db.is_closed() and not app_db.in_transaction():
-            try:
-                app_db.close()
-            except peewee.PeeweeException:
-                pass
-        proxy.close()
+    with database_through_proxy(db_url, backend, settle=1.0) as opened:
+        yield opened
 
 
 def _claim_once_stored(db: peewee.Database, worker: DatabaseQueue, job: Step,
