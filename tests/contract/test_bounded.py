@@ -18,9 +18,8 @@ import pytest
 from caravel_lite import InvalidField, open_database
 from caravel_lite.dialect import StatementTimedOut, bounded, dialect_of
 from tests.contract.jobs import QUEUE, Ping, dispatch, make_queue
+from tests.faults.lossy import DEFAULT_PORTS as PORTS
 from tests.faults.lossy import LossyProxy, server_address
-
-PORTS = {"postgres": 5432, "mysql": 3306}
 
 
 @pytest.mark.backends("postgres", "mysql")

@@ -7,25 +7,17 @@ from __future__ import annotations
 
 import pytest
 
-from caravel_lite import DatabaseQueue, Dispatch, JobState, QueueOptions, open_database
-from tests.contract.test_lost_replies import PORTS
+from caravel_lite import DatabaseQueue, Dispatch, JobState, QueueOptions
 from tests.control.app import QUEUE, TENANT, Quick, registry
-from tests.faults.lossy import LossyProxy, server_address
+from tests.faults.lossy import database_through_proxy
 
 pytestmark = pytest.mark.backends("postgres", "mysql")
 
 
 @pytest.fixture
 def lossy(db_url, backend):
-    proxy = LossyProxy(server_address(db_url, PORTS[backend]))
-    extra = {"prepare_threshold": None} if backend == "postgres" else {}
-    app_db = open_database(proxy.url(db_url), **extra)
-    try:
+    with database_through_proxy(db_url, backend) as (proxy, app_db):
         yield proxy, DatabaseQueue(app_db, registry, QueueOptions())
-    finally:
-        if not app_db.is_closed():
-            app_db.close()
-        proxy.close()
 
 
 def test_a_cancel_whose_reply_is_lost_answers_true(lossy, db):
