@@ -90,6 +90,11 @@ class Dialect:
     # PostgreSQL; not MariaDB/MySQL). Rows outside the predicate cost an insert or
     # update no write to that index (migration 0004 and caravel_lite.schema use it).
     partial_indexes: bool = False
+    # The column the flow index (caravel_lite.fairness) keys a job's state on. Where
+    # indexes cannot be partial that index holds every row, so it keys on a virtual
+    # column that is the state of a job with a group and NULL for any other (migration
+    # 0013): a claim or completion of a job outside gated queues leaves its entry alone.
+    flow_state: str = "state"
     # A table keyed by text can be stored as one B-tree ordered by its primary key
     # (SQLite's WITHOUT ROWID; InnoDB always does this and PostgreSQL has no such
     # layout). Otherwise SQLite keeps a rowid B-tree plus a separate primary-key
@@ -312,11 +317,12 @@ MARIADB = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_nopa
                   payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED,
                   table_scoped_indexes=True, packet_limit_sql=_PACKET_LIMIT,
                   schema_lock="named", index_hint="FORCE INDEX ({index})",
-                  errors=MysqlErrors())
+                  flow_state="flow_state", errors=MysqlErrors())
 MYSQL = Dialect("mysql", immediate_writes=False, exact_collation="utf8mb4_0900_bin",
                 payload_type="MEDIUMTEXT", claim_lock=_SKIP_LOCKED, table_scoped_indexes=True,
                 packet_limit_sql=_PACKET_LIMIT, schema_lock="named",
-                index_hint="FORCE INDEX ({index})", errors=MysqlErrors())
+                index_hint="FORCE INDEX ({index})", flow_state="flow_state",
+                errors=MysqlErrors())
 _SKIP_LOCKED_SINCE = {"mariadb": (10, 6), "mysql": (8, 0, 1)}
 
 

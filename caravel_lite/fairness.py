@@ -66,7 +66,8 @@ class GroupClaimer:
         self._claims = itertools.count()
         p = db.param
         t = claimer.dialect.table_via(JOBS_TABLE, FLOW_INDEX.name)
-        groups = (f"SELECT flow_group FROM {t} WHERE queue = {p} AND state = '{PENDING}' "
+        state = claimer.dialect.flow_state  # the flow index's state column
+        groups = (f"SELECT flow_group FROM {t} WHERE queue = {p} AND {state} = '{PENDING}' "
                   f"AND flow_group IS NOT NULL")
         # params: queue (, after)
         self.first_group = f"{groups} ORDER BY flow_group LIMIT 1"
@@ -74,7 +75,7 @@ class GroupClaimer:
         # params: queue, group, now_ms, how many
         self.head = (f"SELECT {LEASE_COLUMNS}, concurrency_key, updated_at FROM {t} "
                      f"WHERE queue = {p} "
-                     f"AND state = '{PENDING}' AND flow_group = {p} AND available_at <= {p} "
+                     f"AND {state} = '{PENDING}' AND flow_group = {p} AND available_at <= {p} "
                      f"AND attempts < max_attempts "
                      f"ORDER BY priority, available_at, enqueued_at, id LIMIT {p}")
         # params: queue, now_ms (the ordinary claim order, through the claim index)

@@ -110,6 +110,14 @@ def job_columns(dialect: Dialect) -> Dict[str, peewee.Field]:
     return columns
 
 
+def generated_job_columns(dialect: Dialect) -> Tuple[str, ...]:
+    """Columns of the jobs table the server computes (migration 0013: flow_state, the
+    state of a grouped job, else NULL, for the flow index where it holds every row).
+    Only the gated claim names them; the runtime model leaves them out, so its reads
+    are the same before and after the migration that adds them."""
+    return () if dialect.flow_state == "state" else (dialect.flow_state,)
+
+
 @dataclass(frozen=True)
 class IndexSpec:
     """One index of a table as the migrations created it: its name, columns,
@@ -164,6 +172,9 @@ FLOW_COLUMNS = ("queue", "state", "flow_group", "priority", "available_at", "enq
 FLOW_INDEX = IndexSpec(_name(JOBS_TABLE, ("flow_group",)), FLOW_COLUMNS)
 FLOW_INDEX_PARTIAL = IndexSpec(FLOW_INDEX.name, FLOW_COLUMNS,
                                where="flow_group IS NOT NULL")
+# Where it holds every row (MariaDB, MySQL) it keys on flow_state instead of state
+# (migration 0013, Dialect.flow_state), so an ungrouped job's entry never moves.
+FLOW_INDEX_GENERATED = IndexSpec(FLOW_INDEX.name, ("queue", "flow_state", *FLOW_COLUMNS[2:]))
 PARTIAL_JOB_INDEXES: Tuple[IndexSpec, ...] = (
     CLAIM_INDEX,
     # Idempotency: the unique index settles enqueue races on (queue, tenant, key).
@@ -191,7 +202,7 @@ FULL_JOB_INDEXES: Tuple[IndexSpec, ...] = (
     IndexSpec(PRUNE_INDEX, ("state", "finished_at", "queue")),
     QUEUE_LISTING,
     TENANT_LISTING,
-    FLOW_INDEX,
+    FLOW_INDEX_GENERATED,
 )
 
 
@@ -256,8 +267,10 @@ def build_model(db: peewee.Database, table: str, columns: Dict[str, peewee.Field
     name = "".join(part.title() for part in table.split("_"))
     model: RuntimeModel = type(name, (peewee.Model,), attrs)
     for spec in indexes:
+        # A generated column (generated_job_columns) is no field: named as SQL text.
         model.add_index(peewee.ModelIndex(
-            model, [model._meta.columns[c] for c in spec.columns], unique=spec.unique,
+            model, [model._meta.columns.get(c) or peewee.SQL(c) for c in spec.columns],
+            unique=spec.unique,
             where=peewee.SQL(spec.where) if spec.where else None, name=spec.name))
     return model
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from caravel_lite import limits
+from caravel_lite.dialect import dialect_of
 from caravel_lite.schema import FLOW_INDEX, JOBS_TABLE
 from caravel_lite.statements import INSERT_COLUMNS
 from tests.contract.explain import ANALYZE, PLANS
@@ -61,3 +64,31 @@ def test_the_fair_claim_reads_one_seek_per_group_with_10000_tenants(db, backend)
     assert len(leases) == 5
     job = queue.enqueue(Task(1), to("tenant-late")).job_id
     assert queue.status(job, queue=QUEUE, tenant_id="tenant-late") is not None
+
+
+def test_an_ungated_jobs_flow_index_entry_never_moves_where_it_holds_every_row(db):
+    """Where the flow index cannot be partial (MariaDB, MySQL) it holds every job, so it
+    keys on flow_state (migration 0013), the state of a grouped job and NULL for any
+    other: a claim or completion of a job outside gated queues leaves its entry as the
+    enqueue wrote it, while a grouped job's entry follows its state for the gated
+    claim's seeks."""
+    dialect = dialect_of(db)
+    if dialect.partial_indexes:
+        pytest.skip("this database's flow index is partial and holds grouped jobs only "
+                    "(tests/migrations: test_partial_indexes_hold_only_the_rows_they_serve)")
+    keyed_on = [ix.columns for ix in db.get_indexes(JOBS_TABLE) if ix.name == FLOW_INDEX.name]
+    assert keyed_on and "state" not in keyed_on[0] and dialect.flow_state in keyed_on[0]
+    plain, fair = make_queue(db), make_queue(db, fair_tenants=True)
+    ungated = str(plain.enqueue(Task(1), to("tenant-a", queue="plain")).job_id)
+    grouped = str(fair.enqueue(Task(2), to("tenant-a")).job_id)
+
+    def keys():
+        rows = db.execute_sql(f"SELECT id, {dialect.flow_state}, state FROM {JOBS_TABLE}")
+        return {job_id: (flow_state, state) for job_id, flow_state, state in rows.fetchall()}
+
+    assert keys() == {ungated: (None, "pending"), grouped: ("pending", "pending")}
+    leases = [plain.claim("plain"), fair.claim(QUEUE)]
+    assert all(leases)
+    assert keys() == {ungated: (None, "leased"), grouped: ("leased", "leased")}
+    assert plain.complete(leases[0]) and fair.complete(leases[1])
+    assert keys() == {ungated: (None, "completed"), grouped: ("completed", "completed")}
