@@ -4,8 +4,8 @@ jobs outside gated queues.
 0010's ``caravel_jobs_flow_group`` holds every row there, keyed by (queue, state,
 ...): every claim and every completion of any job moved its entry, one more index
 write per transition for a queue that uses no flow control (measured on MariaDB: a
-default worker's drain of 5,000 jobs 0.83x of the round's starting commit with the
-index, 0.96x without it). This script adds ``flow_state``, a virtual generated
+default worker's drain of 5,000 jobs ran at about 0.83x of the round's starting commit
+with that index, 0.95x without it). This script adds ``flow_state``, a virtual generated
 column equal to ``state`` for a job with a group and NULL for one without, and keys
 the index on it instead of ``state``: an ungrouped job's entry is written once, at
 enqueue, and never changes after. The gated claim (caravel_lite.fairness) reads
