@@ -36,7 +36,7 @@ from caravel_lite.logfields import fields
 from caravel_lite.retry import retrying
 from caravel_lite.errors import InvalidField
 from caravel_lite.observability import Telemetry, default_telemetry, logger
-from caravel_lite.schema import FAILURES_TABLE, FLOW_INDEX, JOBS_TABLE
+from caravel_lite.schema import FAILURES_TABLE, JOBS_TABLE
 from caravel_lite.values import Failure, JobState, Priority
 
 __all__ = ["QueueAdmin", "LimitedKey", "JobSummary", "JobPage", "JobDetail", "FailureRecord",
@@ -230,8 +230,7 @@ class QueueAdmin(AdminControl, WorkflowViews):
         their limit: per queue (or ``queue``) and key, the jobs leased and waiting."""
         if queue is not None:
             validation.check_queue(queue)
-        return limited_keys(self.db, dialect_of(self.db).table_via(JOBS_TABLE, FLOW_INDEX.name),
-                            queue)
+        return limited_keys(self.db, dialect_of(self.db), queue)
 
     # -- acting ------------------------------------------------------------------------------
 

@@ -70,6 +70,26 @@ def _mysql(db: peewee.Database, sql: str, params: Sequence) -> Plan:
                 any("skip scan" in (r.get("extra") or "").lower() for r in jobs))
 
 
+def _mysql_rows_read(db: peewee.Database, sql: str, params: Sequence) -> Optional[int]:
+    """Index entries and rows the storage engine handed to the server while the
+    statement ran (this session's Handler_read_* counters)."""
+    db.execute_sql("FLUSH STATUS")
+    db.execute_sql(sql, params).fetchall()
+    status = dict(db.execute_sql("SHOW SESSION STATUS LIKE 'Handler_read%%'").fetchall())
+    return sum(int(status.get(name, 0)) for name in
+               ("Handler_read_first", "Handler_read_key", "Handler_read_next",
+                "Handler_read_prev", "Handler_read_rnd_next"))
+
+
+# Runs a statement and counts what it read, where the database says (MariaDB/MySQL): a
+# plan led by the right index can still walk far more of it than its rows (a seek on
+# fewer key parts); None where no such counter is at hand.
+ROWS_READ: Dict[str, Callable[[peewee.Database, str, Sequence], Optional[int]]] = {
+    "sqlite": lambda db, sql, params: None,
+    "postgres": lambda db, sql, params: None,
+    "mysql": _mysql_rows_read,
+}
+
 PLANS: Dict[str, Callable[[peewee.Database, str, Sequence], Plan]] = {
     "sqlite": _sqlite,
     "postgres": _postgres,

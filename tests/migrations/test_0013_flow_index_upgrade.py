@@ -4,6 +4,8 @@ it, the gated claim still rotating across tenants; 0013 can be reverted and appl
 again. Where indexes are partial (SQLite, PostgreSQL) it changes nothing."""
 from __future__ import annotations
 
+import pytest
+
 from caravel_lite import JobState, migrate
 from caravel_lite.dialect import dialect_of
 from caravel_lite.migrator import runner
@@ -53,5 +55,53 @@ def test_0013_can_be_reverted_and_applied_again(fresh):  # noqa: F811
     assert migrate(fresh) == ["0013_flow_index_idle_rows"]
     expected = BEFORE if dialect_of(fresh).partial_indexes else AFTER
     assert _flow_index(fresh) == [expected]
+    lease = fair.claim(QUEUE)
+    assert lease.job_id == job and fair.complete(lease)
+
+
+def _where_every_row(db):
+    if dialect_of(db).partial_indexes:
+        pytest.skip("0013 changes nothing where indexes are partial (SQLite, PostgreSQL)")
+
+
+def test_0013_replaces_the_index_in_one_statement_so_old_code_never_misses_it(fresh):  # noqa: F811
+    """Old code forces caravel_jobs_flow_group by name in its gated claims: no statement
+    of the migration may leave the table without it (a DROP INDEX alone, then a CREATE
+    INDEX, failed old workers' claims for the whole rebuild)."""
+    _where_every_row(fresh)
+    assert runner(fresh).up("0012_workflows") == ALL[:12]
+    statements = []
+    execute = fresh.execute_sql
+
+    def recording(sql, params=None, *args, **kwargs):
+        statements.append(" ".join(sql.split()).upper())
+        return execute(sql, params, *args, **kwargs)
+
+    fresh.execute_sql = recording
+    try:
+        assert migrate(fresh) == ["0013_flow_index_idle_rows"]
+    finally:
+        del fresh.execute_sql
+    touching = [s for s in statements if FLOW_INDEX.name.upper() in s]
+    assert touching, statements
+    for statement in touching:
+        assert "ADD INDEX" in statement and statement.startswith("ALTER TABLE"), statement
+    assert _flow_index(fresh) == [AFTER]
+
+
+def test_a_0013_cut_short_is_finished_by_migrating_again(fresh):  # noqa: F811
+    """DDL is not transactional on MariaDB: a run that died after adding the column and
+    before the index was rebuilt (or after a DROP INDEX of an older revision) is
+    completed by the next migrate, which checks what is there first."""
+    _where_every_row(fresh)
+    assert runner(fresh).up("0012_workflows") == ALL[:12]
+    fresh.execute_sql(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN flow_state VARCHAR(16) "
+                      f"GENERATED ALWAYS AS (CASE WHEN flow_group IS NULL THEN NULL "
+                      f"ELSE state END) VIRTUAL")
+    fresh.execute_sql(f"DROP INDEX {FLOW_INDEX.name} ON {JOBS_TABLE}")
+    assert migrate(fresh) == ["0013_flow_index_idle_rows"]
+    assert _flow_index(fresh) == [AFTER]
+    fair = make_queue(fresh, fair_tenants=True)
+    job = fair.enqueue(Task(1), to("tenant-a")).job_id
     lease = fair.claim(QUEUE)
     assert lease.job_id == job and fair.complete(lease)
