@@ -110,8 +110,9 @@ class JobContext:
     tenant_id: str
     attempt: int
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
-    # Where ctx.progress reports go (an object with report(done, total)): set by the
-    # worker that runs the job; None elsewhere.
+    # Where ctx.progress reports go: a weak reference to an object with report(done,
+    # total), set by the worker that runs the job (dead once the job ended); None
+    # elsewhere.
     _progress: Any = field(default=None, repr=False, compare=False)
 
     def raise_if_cancelled(self) -> None:
@@ -137,8 +138,9 @@ class JobContext:
         from caravel_lite.progress import check_progress
 
         checked = check_progress(done, total)
-        if self._progress is not None:
-            self._progress.report(*checked)
+        sink = self._progress() if self._progress is not None else None
+        if sink is not None:
+            sink.report(*checked)
 
 
 @dataclass(frozen=True)

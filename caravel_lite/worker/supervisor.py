@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
@@ -79,7 +80,11 @@ class JobControl:
         # ctx.progress reports (caravel_lite.progress), written by the renewer; made on
         # the first report, so a job that reports none costs nothing more.
         self.progress: Optional[ProgressReport] = None
-        object.__setattr__(lease.context, "_progress", self)
+        # The handler's ctx.progress reaches this object through a weak reference: a
+        # strong one would close a cycle (context -> control -> lease -> context) that
+        # only the cycle collector frees, a dozen objects for every job (its locks,
+        # event and lease), which cost a fast worker's drain about 5% of its rate.
+        object.__setattr__(lease.context, "_progress", weakref.ref(self))
         self._lock = threading.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._task: Optional[asyncio.Future[Any]] = None
