@@ -62,6 +62,12 @@ class JobControl:
     ``lease`` is replaced by the renewer only, under ``busy``.
     """
 
+    # One is made for every job: slots make it smaller and its attributes cheaper to
+    # set (and __weakref__ lets the job's context point back to it, see below).
+    __slots__ = ("lease", "reason", "error", "done", "busy", "next_renewal", "timeout",
+                 "timeout_at", "cancel_requested", "progress", "_lock", "_loop", "_task",
+                 "__weakref__")
+
     def __init__(self, lease: QueueLease) -> None:
         self.lease = lease
         self.reason: Optional[str] = None
