@@ -124,6 +124,8 @@ class RunLoop:
                     empty = False
                 if stop.is_set():
                     return
+                if self.claiming is not None:
+                    self.hand_back_unanswered()
                 if self.control.tick(self.slots_taken):
                     empty = False  # a queue was paused or resumed
                 self.hand_back_stale()
@@ -208,6 +210,16 @@ class RunLoop:
             contended = contended or batch.contended
             self.held_back = self.held_back or batch.held_back
         return total, contended
+
+    def hand_back_unanswered(self) -> None:
+        """A claim that failed with a database error after its own read-back failed
+        too (the database went away between the commit and the answer) may have leased
+        rows under its token: hand them back before the next claim, attempt given back,
+        rather than leave them leased, unseen, until their lease expires. A failure
+        here leaves the token for the next pass (the outage policy waits between)."""
+        assert self.claiming is not None
+        release_claim(self.queue, *self.claiming)
+        self.claiming = None
 
     def queued_in_slots(self) -> int:
         """About how many jobs handed to slots have not started yet."""
@@ -414,11 +426,18 @@ class RunLoop:
             raise out.errors[0]
 
     def _wait_for_running(self, deadline: float, out: ExitSteps) -> None:
-        """Settle reports as they come until nothing runs or ``deadline`` passes."""
+        """Settle reports as they come, writing each outcome then, until nothing runs,
+        ``deadline`` passes or a further interrupt. Written as they come, not in one
+        batch once the wait is over: a handler still running holds that batch for up to
+        the shutdown timeout, and the interrupt that ends a stop's patience (a second
+        Ctrl+C) would meet the completions of every job that returned meanwhile in the
+        one write it cuts short."""
         while True:
             self.wakeup.clear()
             out.attempt(self.take_reports)
+            if self.acks.waiting:
+                out.attempt(self.acks.flush)
             remaining = deadline - time.monotonic()
-            if not self.running or remaining <= 0:
+            if not self.running or remaining <= 0 or out.interrupt is not None:
                 return
             self.wakeup.wait(remaining)

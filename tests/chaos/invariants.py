@@ -211,6 +211,17 @@ class Evidence:
                     return True
         return False
 
+    def cut_off(self, start_us: int, end_us: int, lease_us: int) -> bool:
+        """Whether some worker of the chaos phase had its traffic stopped (a blackhole,
+        refused connections) both when a claim could have been made in the span (up to
+        ``end_us - lease_us``) and still at the span's end: its claim could commit with
+        its answer held, and the hand-back of its rows by token wait, until their lease
+        ran out. (A worker that gets through earlier hands them back: the worker's
+        loop does so before its next claim.)"""
+        return any(self.stalled(pid, start_us, end_us - lease_us)
+                   and self.stalled(pid, end_us - SECOND // 2, end_us)
+                   for pid, worker in self.workers.items() if not worker.drain)
+
     def frozen(self, pid: int, start_us: int, end_us: int) -> bool:
         """Whether ``pid``'s ticks stopped for FROZEN or longer at some time in the span
         (a process that wrote no tick at all is not judged frozen)."""
@@ -291,6 +302,9 @@ def check(evidence: Evidence) -> Dict[str, List[str]]:
                     next_us = min(later)
                     if evidence.died_abruptly(next_us - lease_us - SECOND, next_us):
                         evidence.interrupted_claims += 1
+                        continue
+                    if evidence.cut_off(next_us - lease_us - SECOND, next_us, lease_us):
+                        evidence.stalled_claims += 1
                         continue
                 still = (", still leased when every worker had stopped"
                          if (job_id, k) in evidence.leased_after_stop else "")

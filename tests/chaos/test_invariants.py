@@ -80,6 +80,30 @@ def test_an_attempt_spent_by_a_claim_nobody_logged_is_excused_only_if_a_worker_d
     assert len(invariants.check(long_before)["orphaned_claim"]) == 1
 
 
+def test_an_attempt_spent_by_a_claim_nobody_logged_is_excused_if_a_worker_was_cut_off():
+    """Seed 440216 on PostgreSQL: a worker's claim committed as a blackhole began, its
+    answer and the hand-back of its rows by token held there past the lease's expiry,
+    and the job's next claim found attempt 1 spent by a claim no worker logged."""
+    from tests.chaos.proxy import Fault, Window
+
+    def orphaned(window) -> Evidence:
+        worker = _exited(9 * SECOND, 130)  # it ended after the next claim
+        worker.proxy = SimpleNamespace(windows=[window])
+        evidence = Evidence(Settings(), {PID: worker}, {JOB: ("completed", 2)}, set(), [])
+        evidence.claims[(JOB, 2)].append(Logged(PID + 1, 6 * SECOND, expires_us=8 * SECOND))
+        evidence.starts[(JOB, 2)].append(Logged(PID + 1, 6 * SECOND))
+        return evidence
+
+    cut_off = orphaned(Window(Fault.BLACKHOLE, 3.5, 8.5))
+    assert "orphaned_claim" not in invariants.check(cut_off)
+    assert cut_off.stalled_claims == 1
+    earlier = orphaned(Window(Fault.BLACKHOLE, 1.0, 2.5))  # over before the lease began
+    assert len(invariants.check(earlier)["orphaned_claim"]) == 1
+    # Over a second and a half before the lease ran out: time to hand the rows back.
+    through = orphaned(Window(Fault.REFUSE, 3.5, 4.5))
+    assert len(invariants.check(through)["orphaned_claim"]) == 1
+
+
 def _run(job_id: str, n: int, started_s: float, ended_s: float) -> invariants.RunRow:
     return invariants.RunRow(job_id, n, 1, PID, "work", int(started_s * SECOND),
                              int(ended_s * SECOND), "returned", None)

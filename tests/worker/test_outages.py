@@ -197,3 +197,38 @@ def test_max_outage_is_validated(db, value):
     worker = QueueWorker(DatabaseQueue(db, JobRegistry(), options()))
     with pytest.raises(InvalidField, match="max_outage"):
         worker.run(QUEUE, threading.Event(), max_outage=value)
+
+
+class AnswerLost(DatabaseQueue):
+    """A queue whose first claim commits and then fails as if its answer, and the read
+    back of what it leased, had been lost with the database."""
+
+    lost = 0
+
+    def claim_batch(self, queue_name: str, limit: int, *, token: Any = None) -> Any:
+        batch = super().claim_batch(queue_name, limit, token=token)
+        if batch.leases and not self.lost:
+            self.lost += 1
+            raise peewee.OperationalError("server closed the connection unexpectedly")
+        return batch
+
+
+def test_a_claim_whose_answer_was_lost_is_handed_back_before_the_next_claim(db, connect):
+    """Its rows are leased under the worker's token: the next pass hands them back
+    (attempt given back) instead of leaving them to a 30 s lease."""
+    ran: List[int] = []
+    registry = JobRegistry()
+    registry.register("tests.step.v1", Step, lambda job, ctx: ran.append(job.n))
+    queue = DatabaseQueue(db, registry, options(lease=30))
+    job_id = enqueue(queue, Step(7))
+    worker = QueueWorker(AnswerLost(connect(), registry, options(lease=30)),
+                         poll_interval=0.2)
+    run = Run(worker, max_outage=30)
+    try:
+        wait_for(lambda: status(queue, job_id).state is JobState.COMPLETED, timeout=10,
+                 message="the job, claimed again after the lost answer")
+    finally:
+        run.join()
+    assert not run.errors
+    assert worker.queue.lost == 1 and ran == [7]
+    assert status(queue, job_id).attempts == 1  # the lost claim's attempt given back

@@ -90,3 +90,35 @@ def test_handle_signals_sets_stop_and_restores_the_previous_handlers():
         os.kill(os.getpid(), signal.SIGTERM)
         assert stop.wait(5)
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_a_job_that_returns_during_a_stop_is_completed_while_others_still_run(db, connect):
+    """The stop waits for a handler that ignores it; one that returns meanwhile is
+    acknowledged then, not once the wait is over (an interrupt that ends the wait, a
+    second Ctrl+C, would otherwise meet its completion in the write it cuts short)."""
+    registry = JobRegistry()
+    both_started = threading.Barrier(3)
+    release_quick, release_slow = threading.Event(), threading.Event()
+
+    @registry.job("tests.step.v1", Step)
+    def handle(job: Step, ctx: JobContext) -> None:
+        both_started.wait(10)
+        (release_quick if job.number == 0 else release_slow).wait(10)
+
+    queue = DatabaseQueue(db, registry, options(lease=30))
+    quick, slow = enqueue(queue, Step(0)), enqueue(queue, Step(1))
+    stop = threading.Event()
+    worker = QueueWorker(DatabaseQueue(connect(), registry, options(lease=30)),
+                         concurrency=2, poll_interval=0.1, shutdown_timeout=20)
+    running = WorkerThread(worker, stop).start()
+    try:
+        both_started.wait(10)
+        stop.set()
+        release_quick.set()
+        wait_for(lambda: status(queue, quick).state is JobState.COMPLETED, timeout=5,
+                 message="the job that returned during the stop, completed")
+        assert status(queue, slow).state is JobState.LEASED  # still running
+    finally:
+        release_slow.set()
+        running.join(timeout=20)
+    assert status(queue, slow).state is JobState.COMPLETED
