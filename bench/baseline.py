@@ -86,6 +86,22 @@ class Pair:
         return statistics.median(theirs) / statistics.median(ours)
 
     @property
+    def cpu_ratio(self) -> Optional[float]:
+        """The baseline's median CPU time per job over this checkout's (drains: the
+        worker process's, every thread, first handler to last; above 1 means this
+        checkout spends less): a cross-check of the library's own cost that a moment
+        of another process taking the core moves far less than the drain's rate.
+        On SQLite it holds the database's work too (in the process); on a server,
+        the client's only."""
+        def per_job(samples: List[Sample]) -> List[float]:
+            return [s.cpu_seconds / s.count for s in samples
+                    if s.cpu_seconds is not None and s.count and s.complete]
+        ours, theirs = per_job(self.this), per_job(self.base)
+        if not ours or not theirs:
+            return None
+        return statistics.median(theirs) / statistics.median(ours)
+
+    @property
     def incomplete(self) -> int:
         return sum(1 for s in self.this + self.base if not s.complete)
 

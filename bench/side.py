@@ -108,7 +108,7 @@ class Server:
 
 def sample_of(answer: Dict[str, Any]) -> Sample:
     return Sample(answer["count"], answer["seconds"], answer.get("latencies") or [],
-                  expected=answer["expected"])
+                  expected=answer["expected"], cpu_seconds=answer.get("cpu_seconds"))
 
 
 # -- child ---------------------------------------------------------------------------
@@ -192,7 +192,9 @@ def _default_drain(peer: Any, n: int, budget: float) -> Sample:
         timer.cancel()
     first, last = TALLY.first_start, TALLY.last_done
     seconds = (last - first) if first is not None and last is not None else 0.0
-    return Sample(done, seconds, expected=n)
+    cpu = (TALLY.last_cpu - TALLY.first_cpu
+           if TALLY.first_cpu is not None and TALLY.last_cpu is not None else None)
+    return Sample(done, seconds, expected=n, cpu_seconds=cpu)
 
 
 def _run_once_loop(peer: Any, n: int, budget: float) -> Sample:
@@ -263,7 +265,8 @@ def child_main() -> None:
                 peer.close()
             if sample is not None:
                 answer.update(count=sample.count, seconds=sample.seconds,
-                              expected=sample.expected, latencies=sample.latencies)
+                              expected=sample.expected, latencies=sample.latencies,
+                              cpu_seconds=sample.cpu_seconds)
         answer["library"] = _check_library(root)  # and nothing strayed in on the way
     except BaseException:
         traceback.print_exc()

@@ -21,6 +21,10 @@ class Tally:
         self.done = 0                           # handlers run in this process
         self.last_done: Optional[float] = None  # time.monotonic() of this process's last
         self.first_start: Optional[float] = None  # and when its first handler began
+        # This process's CPU time (every thread, time.process_time()) then, and when
+        # the expected number was reached: the drain's CPU, a cross-check of its rate.
+        self.first_cpu: Optional[float] = None
+        self.last_cpu: Optional[float] = None
         self._expected: Optional[int] = None
         self._shared_count: Any = None          # multiprocessing.Value, when shared
         self._finished: Any = threading.Event()
@@ -34,6 +38,7 @@ class Tally:
         with self._lock:
             self.done = 0
             self.last_done = None
+            self.last_cpu = None
             self._expected = expected
             if self._shared_count is None:
                 self._finished = threading.Event()
@@ -55,6 +60,7 @@ class Tally:
             with self._lock:
                 if self.first_start is None:
                     self.first_start = time.monotonic()
+                    self.first_cpu = time.process_time()
 
     def hit(self) -> None:
         with self._lock:
@@ -68,6 +74,8 @@ class Tally:
                 self._shared_count.value += 1
                 total = self._shared_count.value
         if total >= self._expected:
+            if self.last_cpu is None:
+                self.last_cpu = time.process_time()
             self._finished.set()
 
 

@@ -21,6 +21,8 @@ class Sample:
     value: Optional[float] = None
     series: List[Tuple[float, float]] = field(default_factory=list)
     note: str = ""
+    # The measuring process's CPU time over the timed span (all threads), where known.
+    cpu_seconds: Optional[float] = None
 
     @property
     def rate(self) -> float:
