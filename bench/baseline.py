@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import statistics
 import tempfile
 import time
@@ -25,6 +26,7 @@ from bench.settings import Settings
 from bench.timing import Sample, percentile
 
 TARGET = 0.97  # issue 31: new features cost nothing when unused
+BOOTSTRAP = 2000  # resamples of a pair's rounds for its ratio's interval
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,22 @@ class Pair:
         if not ours or not theirs:
             return None
         return statistics.median(theirs) / statistics.median(ours)
+
+    @property
+    def interval(self) -> Tuple[float, float]:
+        """A 95% bootstrap interval of :attr:`ratio`: the round pairs resampled with
+        replacement (BOOTSTRAP times, seeded: a report is reproducible from its
+        samples), the ratio of medians of each resample, its 2.5th and 97.5th
+        percentiles. How far the machine's noise leaves the ratio undecided."""
+        rng = random.Random(0)
+        pairs = list(zip(self.this, self.base))
+        ratios = []
+        for _ in range(BOOTSTRAP):
+            drawn = [rng.choice(pairs) for _ in pairs]
+            ratios.append(statistics.median(a.rate for a, _ in drawn)
+                          / statistics.median(b.rate for _, b in drawn))
+        ratios.sort()
+        return ratios[int(0.025 * len(ratios))], ratios[int(0.975 * len(ratios)) - 1]
 
     @property
     def cpu_ratio(self) -> Optional[float]:
