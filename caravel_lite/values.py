@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ContextManager, Optional, Tuple
 
+from caravel_lite.flags import LazyEvent
+
 if TYPE_CHECKING:
     import peewee
 
@@ -109,7 +111,9 @@ class JobContext:
     queue: str
     tenant_id: str
     attempt: int
-    cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
+    # A threading.Event whose condition is made by the first wait() (caravel_lite.flags):
+    # one per job, and almost no handler waits on it.
+    cancelled: threading.Event = field(default_factory=LazyEvent, compare=False)
     # Where ctx.progress reports go: a weak reference to an object with report(done,
     # total), set by the worker that runs the job (dead once the job ended); None
     # elsewhere.

@@ -273,7 +273,9 @@ class RunLoop:
         event loop when a slot is free, sync ones in runs (:data:`RUN_BUDGET`). While
         runs are short, each slot also gets one run queued behind the one it runs, so
         that a pool thread goes on at once instead of waiting for the loop's next pass
-        (the pool's threads still run at most ``concurrency`` jobs at once)."""
+        (the pool's threads still run at most ``concurrency`` jobs at once). Called
+        right after :meth:`hand_back_stale` in the same pass: every waiting job is
+        young enough to start (the slot judges it again when it reaches the job)."""
         registry = self.queue.registry
         while self.waiting:
             free = self.concurrency - self.slots_taken
@@ -283,7 +285,8 @@ class RunLoop:
             definition = registry.for_name(self.waiting[0].wire_name)
             if definition is not None and definition.is_async and free <= 0:
                 return  # an async job needs a free slot; the ones after it wait too
-            first = self.settler.admit(self.waiting.popleft(), batch=True)
+            first = self.settler.admit(self.waiting.popleft(), batch=True,
+                                       judged=True)
             if first is None:
                 continue
             first.handed_at = time.monotonic()
@@ -299,7 +302,8 @@ class RunLoop:
                 definition = registry.for_name(self.waiting[0].wire_name)
                 if definition is not None and definition.is_async:
                     break  # it takes a slot of its own
-                execution = self.settler.admit(self.waiting.popleft(), batch=True)
+                execution = self.settler.admit(self.waiting.popleft(), batch=True,
+                                                 judged=True)
                 if execution is not None:
                     execution.handed_at = time.monotonic()
                     self.running[id(execution)] = execution

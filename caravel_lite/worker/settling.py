@@ -45,13 +45,17 @@ class Settler:
             return Settlement(Outcome.RELEASED)
         return None
 
-    def admit(self, lease: QueueLease, batch: bool) -> Optional[Execution]:
+    def admit(self, lease: QueueLease, batch: bool, *,
+              judged: bool = False) -> Optional[Execution]:
         """A waiting job about to start: an Execution, or None when it was settled here
-        (expired, handed back because too old, or failed without a handler)."""
-        old = self.too_old(lease)
-        if old is not None:
-            self.settle(lease, old, batch)
-            return None
+        (expired, handed back because too old, or failed without a handler).
+        ``judged``: the caller has just handed back every waiting job too old to
+        start (the worker's loop, in the same pass), so the age is not read again."""
+        if not judged:
+            old = self.too_old(lease)
+            if old is not None:
+                self.settle(lease, old, batch)
+                return None
         prepared = prepare(lease, self.queue)
         traced = self.telemetry.tracing()
         origin = tracing.read_origin(self.queue, lease) if traced else None
