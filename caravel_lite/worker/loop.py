@@ -311,11 +311,15 @@ class RunLoop:
             self.executor.submit(functools.partial(self.slot.run, batch))
 
     def queued_stuck(self) -> List[Execution]:
-        """Jobs queued in slots' runs, not started, for longer than STUCK_IN_RUN."""
+        """Jobs queued in slots' runs, not started, for longer than STUCK_IN_RUN. Not
+        async ones: each has a slot of its own, held until its task reports, and a
+        task taken back (its event loop blocked by another handler) would end without
+        a report, leaking that slot for good; handed out again it would wait on the
+        same loop."""
         cutoff = time.monotonic() - STUCK_IN_RUN
         return [execution for execution in self.running.values()
                 if execution.handed_at is not None and execution.started_at is None
-                and execution.handed_at <= cutoff]
+                and not execution.is_async and execution.handed_at <= cutoff]
 
     def take_back_stuck(self) -> None:
         """With a slot free and nothing waiting, take back the jobs stuck in a run
@@ -332,7 +336,8 @@ class RunLoop:
         """Seconds until a job queued in a run counts as stuck (the idle wait ends
         then, so that it is taken back in time)."""
         handed = [execution.handed_at for execution in self.running.values()
-                  if execution.handed_at is not None and execution.started_at is None]
+                  if execution.handed_at is not None and execution.started_at is None
+                  and not execution.is_async]
         if not handed:
             return self.poll_interval
         return max(min(handed) + STUCK_IN_RUN - time.monotonic(), 0.0) + 0.001

@@ -101,9 +101,17 @@ class SlotRun:
             self.inbox.slot_free()
 
     async def run_async(self, execution: Execution) -> None:
-        """One async job, as a task of the worker's event loop."""
+        """One async job, as a task of the worker's event loop; one whose lease has
+        grown too old by the time the task begins is reported as such without running
+        (the loop admitted it on its own judgement of the age, made earlier in its
+        pass: time can pass there, a write of another job's failure, say)."""
         if not execution.take():
             return  # handed back by a stop before the task began
+        old = self.settler.too_old(execution.lease)
+        if old is not None:
+            execution.settlement = old
+            self.inbox.finished(execution)
+            return
         self.start(execution)
         await self.runner.run_async(execution)
 
