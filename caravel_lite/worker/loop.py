@@ -102,6 +102,8 @@ class RunLoop:
         # A claim under way: (queue, token) from before it is sent until its leases
         # are in ``waiting``.
         self.claiming: Optional[Tuple[str, str]] = None
+        # Reports taken from the inbox whose settling an interrupt cut short.
+        self.unsettled: Deque[Tuple[QueueLease, Optional[Settlement]]] = deque()
         # Heartbeat, worker id and paused queues (caravel_lite.worker.control).
         self.control = RunControl(queue, names, concurrency)
 
@@ -355,8 +357,18 @@ class RunLoop:
 
     def take_reports(self) -> None:
         """Settle every report in the inbox; the first write error is raised once all
-        were taken (the acknowledgements keep what they could not write)."""
+        were taken (the acknowledgements keep what they could not write). A report
+        whose settling an interrupt cut short (a second Ctrl+C during a stop, landing
+        in its log line or its write) is kept and settled first by the next call: the
+        exit path's, so a handler that returned is still acknowledged."""
         error: Optional[Exception] = None
+        while self.unsettled:
+            lease, settlement = self.unsettled[0]
+            try:
+                self.settler.settle(lease, settlement, batch=True)
+            except Exception as exc:
+                error = error or exc
+            self.unsettled.popleft()
         while True:
             report = self.inbox.take()
             if report is None:
@@ -379,6 +391,9 @@ class RunLoop:
                 self.settler.settle(lease, execution.settlement, batch=True)
             except Exception as exc:
                 error = error or exc
+            except BaseException:
+                self.unsettled.append((lease, execution.settlement))
+                raise
         if error is not None:
             raise error
 

@@ -220,3 +220,67 @@ def test_run_once_ended_by_an_interrupt_writes_what_it_holds(db, raised):
     assert states == [(JobState.COMPLETED, 1), (JobState.COMPLETED, 1),
                       (JobState.PENDING, 1),  # its failure, written before the raise
                       (JobState.PENDING, 0), (JobState.PENDING, 0)]  # handed back
+
+
+def test_a_second_ctrl_c_while_a_returned_job_is_settled_during_a_stop_still_writes_it(
+        db, connect):
+    """handle_signals: the first SIGINT stops the worker, which waits for a handler
+    that ignores it; a quick one returns, and the second SIGINT lands as its report is
+    settled (in the "returned while the worker was stopping" log line). The report is
+    kept and settled by the exit path: the job is completed, not left leased."""
+    import logging
+    import os
+    import time
+
+    from caravel_lite.worker import handle_signals
+
+    registry = JobRegistry()
+    started = threading.Barrier(3)
+    release_slow = threading.Event()
+
+    @registry.job("tests.step.v1", Step)
+    def handle(job: Step, ctx: JobContext) -> None:
+        started.wait(10)
+        if job.n == 0:
+            ctx.cancelled.wait(10)  # returns normally once told to stop
+        else:
+            release_slow.wait(5)  # ignores the stop for a while
+
+    queue = DatabaseQueue(db, registry, options(lease=30))
+    quick, slow = enqueue(queue, Step(0)), enqueue(queue, Step(1))
+
+    class SecondCtrlC(logging.Handler):
+        fired = False
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if not self.fired and "returned while the worker was stopping" in \
+                    record.getMessage():
+                self.fired = True
+                os.kill(os.getpid(), signal.SIGINT)
+
+    second = SecondCtrlC()
+    log = logging.getLogger("caravel_lite")
+    level = log.level
+    log.setLevel(logging.INFO)
+    log.addHandler(second)
+
+    def first_ctrl_c() -> None:
+        started.wait(10)
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=first_ctrl_c, daemon=True).start()
+    worker = QueueWorker(DatabaseQueue(connect(), registry, options(lease=30)),
+                         concurrency=2, poll_interval=0.2, shutdown_timeout=5)
+    stop = threading.Event()
+    try:
+        with handle_signals(stop):
+            with pytest.raises(KeyboardInterrupt):
+                worker.run(QUEUE, stop=stop)
+    finally:
+        release_slow.set()
+        log.removeHandler(second)
+        log.setLevel(level)
+    assert second.fired
+    assert status(queue, quick).state is JobState.COMPLETED
+    assert status(queue, slow).state is JobState.LEASED  # abandoned: its lease runs out
