@@ -46,6 +46,9 @@ def pytest_configure(config):
         "markers", "change_signal(*names): only on backends whose dialect's change_signal "
         "is one of names (caravel_lite.dialect.Dialect.change_signal)")
     config.addinivalue_line("markers", "backends(*names): only on these backends")
+    config.addinivalue_line(
+        "markers", "without_partial_indexes: only on backends whose dialect cannot make "
+        "partial indexes (caravel_lite.dialect.Dialect.partial_indexes)")
 
 
 def _applies(item) -> bool:
@@ -55,6 +58,9 @@ def _applies(item) -> bool:
         return True
     signals = item.get_closest_marker("change_signal")
     if signals is not None and BACKEND_DIALECTS[backend].change_signal not in signals.args:
+        return False
+    if item.get_closest_marker("without_partial_indexes") is not None \
+            and BACKEND_DIALECTS[backend].partial_indexes:
         return False
     only = item.get_closest_marker("backends")
     return only is None or backend in only.args

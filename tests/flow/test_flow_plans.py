@@ -67,6 +67,7 @@ def test_the_fair_claim_reads_one_seek_per_group_with_10000_tenants(db, backend)
     assert queue.status(job, queue=QUEUE, tenant_id="tenant-late") is not None
 
 
+@pytest.mark.without_partial_indexes  # partial ones: test_partial_indexes_hold_only_the_rows_they_serve
 def test_an_ungated_jobs_flow_index_entry_never_moves_where_it_holds_every_row(db):
     """Where the flow index cannot be partial (MariaDB, MySQL) it holds every job, so it
     keys on flow_state (migration 0013), the state of a grouped job and NULL for any
@@ -74,9 +75,6 @@ def test_an_ungated_jobs_flow_index_entry_never_moves_where_it_holds_every_row(d
     enqueue wrote it, while a grouped job's entry follows its state for the gated
     claim's seeks."""
     dialect = dialect_of(db)
-    if dialect.partial_indexes:
-        pytest.skip("this database's flow index is partial and holds grouped jobs only "
-                    "(tests/migrations: test_partial_indexes_hold_only_the_rows_they_serve)")
     keyed_on = [ix.columns for ix in db.get_indexes(JOBS_TABLE) if ix.name == FLOW_INDEX.name]
     assert keyed_on and "state" not in keyed_on[0] and dialect.flow_state in keyed_on[0]
     plain, fair = make_queue(db), make_queue(db, fair_tenants=True)

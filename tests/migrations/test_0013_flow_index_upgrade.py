@@ -59,16 +59,11 @@ def test_0013_can_be_reverted_and_applied_again(fresh):  # noqa: F811
     assert lease.job_id == job and fair.complete(lease)
 
 
-def _where_every_row(db):
-    if dialect_of(db).partial_indexes:
-        pytest.skip("0013 changes nothing where indexes are partial (SQLite, PostgreSQL)")
-
-
+@pytest.mark.without_partial_indexes  # elsewhere 0013 changes nothing
 def test_0013_replaces_the_index_in_one_statement_so_old_code_never_misses_it(fresh):  # noqa: F811
     """Old code forces caravel_jobs_flow_group by name in its gated claims: no statement
     of the migration may leave the table without it (a DROP INDEX alone, then a CREATE
     INDEX, failed old workers' claims for the whole rebuild)."""
-    _where_every_row(fresh)
     assert runner(fresh).up("0012_workflows") == ALL[:12]
     statements = []
     execute = fresh.execute_sql
@@ -89,11 +84,11 @@ def test_0013_replaces_the_index_in_one_statement_so_old_code_never_misses_it(fr
     assert _flow_index(fresh) == [AFTER]
 
 
+@pytest.mark.without_partial_indexes
 def test_a_0013_cut_short_is_finished_by_migrating_again(fresh):  # noqa: F811
     """DDL is not transactional on MariaDB: a run that died after adding the column and
     before the index was rebuilt (or after a DROP INDEX of an older revision) is
     completed by the next migrate, which checks what is there first."""
-    _where_every_row(fresh)
     assert runner(fresh).up("0012_workflows") == ALL[:12]
     fresh.execute_sql(f"ALTER TABLE {JOBS_TABLE} ADD COLUMN flow_state VARCHAR(16) "
                       f"GENERATED ALWAYS AS (CASE WHEN flow_group IS NULL THEN NULL "
