@@ -387,12 +387,16 @@ class RunLoop:
             options = lease._job_options
             if options is not None and MARKER in options:
                 self.ended_in_workflow = True
+            kept = self.acks.waiting
             try:
                 self.settler.settle(lease, execution.settlement, batch=True)
             except Exception as exc:
                 error = error or exc
             except BaseException:
-                self.unsettled.append((lease, execution.settlement))
+                # Kept here unless the acknowledgements kept its write (an interrupt
+                # inside it): written twice, the fenced repeat would log it as lost.
+                if self.acks.waiting == kept:
+                    self.unsettled.append((lease, execution.settlement))
                 raise
         if error is not None:
             raise error

@@ -284,3 +284,45 @@ def test_a_second_ctrl_c_while_a_returned_job_is_settled_during_a_stop_still_wri
     assert second.fired
     assert status(queue, quick).state is JobState.COMPLETED
     assert status(queue, slow).state is JobState.LEASED  # abandoned: its lease runs out
+
+
+@pytest.mark.parametrize("where", ["before-commit", "after-commit"])
+def test_an_interrupted_failure_write_is_written_once_by_the_exit_path(db, connect,
+                                                                         monkeypatch, caplog,
+                                                                         where):
+    """An interrupt inside the write of a handler's failure: the exit path writes it
+    (one failure recorded, the attempt counted once) and never reports the job as not
+    acknowledged when nothing else owns its lease."""
+    import logging
+
+    registry = JobRegistry()
+
+    @registry.job("tests.step.v1", Step)
+    def handle(job: Step, ctx: JobContext) -> None:
+        raise ValueError("boom")
+
+    queue = DatabaseQueue(db, registry, options(lease=30))
+    job_id = enqueue(queue, Step(0))
+    real_fail = DatabaseQueue.fail
+    calls = []
+
+    def fail(self, lease, failure, error=None):
+        calls.append(1)
+        if len(calls) == 1 and where == "before-commit":
+            raise KeyboardInterrupt
+        done = real_fail(self, lease, failure, error=error)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return done
+
+    monkeypatch.setattr(DatabaseQueue, "fail", fail)
+    caplog.set_level(logging.INFO, "caravel_lite")
+    worker = QueueWorker(DatabaseQueue(connect(), registry, options(lease=30)),
+                         concurrency=1, poll_interval=0.1, shutdown_timeout=2)
+    with pytest.raises(KeyboardInterrupt):
+        worker.run(QUEUE)
+    found = status(queue, job_id)
+    assert found.state is JobState.PENDING and found.attempts == 1
+    assert db.execute_sql("SELECT count(*) FROM caravel_failures").fetchone()[0] == 1
+    lost = [r for r in caplog.records if "not acknowledged" in r.getMessage()]
+    assert len(lost) == (0 if where == "before-commit" else 1)  # after: its reply was lost
